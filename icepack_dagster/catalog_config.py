@@ -1,0 +1,147 @@
+"""One catalog, two engines: from one catalog's settings, the PyIceberg properties and the matching
+Spark catalog configuration. Both functions read the same fields, so PyIceberg (status, discovery) and
+Spark (maintenance) always address the same tables.
+
+Pure mapping: no pyiceberg or pyspark import. The returned dictionaries contain secrets; never log them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from icepack_dagster.settings import (
+    CatalogSettings,
+    EmbeddedCatalogSettings,
+    GlueCatalogSettings,
+    IcepackSettings,
+    PostgresCatalogSettings,
+    RestCatalogSettings,
+)
+
+SQLITE_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
+POSTGRES_JDBC_JAR = "/usr/share/java/postgresql.jar"
+DELEGATION_HEADER = "header.X-Iceberg-Access-Delegation"
+
+
+def embedded_paths(catalog: EmbeddedCatalogSettings, settings: IcepackSettings) -> tuple[Path, Path]:
+    """(SQLite file, warehouse directory) of an embedded catalog."""
+    db = (catalog.path or settings.catalog_db_path).expanduser().resolve()
+    warehouse = (catalog.warehouse or settings.warehouse_path).expanduser().resolve()
+    return db, warehouse
+
+
+def _warehouse_uri(location: str) -> str:
+    return location if "://" in location else Path(location).expanduser().resolve().as_uri()
+
+
+def pyiceberg_properties(name: str, catalog: CatalogSettings, settings: IcepackSettings) -> dict[str, str]:
+    """Properties for `pyiceberg.catalog.load_catalog(name, **properties)`."""
+    match catalog:
+        case EmbeddedCatalogSettings():
+            db, warehouse = embedded_paths(catalog, settings)
+            # timeout: wait for Spark's JDBC writer instead of failing with "database is locked"
+            return {"type": "sql", "uri": f"sqlite:///{db}?timeout=30", "warehouse": warehouse.as_uri()}
+        case PostgresCatalogSettings():
+            password = catalog.password.get_secret_value()
+            auth = f"{catalog.user}:{password}" if password else catalog.user
+            return {
+                "type": "sql",
+                "uri": f"postgresql+psycopg2://{auth}@{catalog.host}:{catalog.port}/{catalog.database}",
+                "warehouse": _warehouse_uri(catalog.warehouse),
+            }
+        case RestCatalogSettings():
+            props = {"type": "rest", "uri": catalog.uri, "warehouse": catalog.warehouse}
+            if catalog.client_id and catalog.client_secret is not None:
+                props["credential"] = f"{catalog.client_id}:{catalog.client_secret.get_secret_value()}"
+                props["scope"] = catalog.scope
+            if catalog.oauth2_server_uri:
+                props["oauth2-server-uri"] = catalog.oauth2_server_uri
+            if catalog.vended_credentials:
+                props[DELEGATION_HEADER] = "vended-credentials"
+            return props
+        case GlueCatalogSettings():
+            props = {"type": "glue", "glue.region": catalog.region, "client.region": catalog.region}
+            if catalog.catalog_id:
+                props["glue.id"] = catalog.catalog_id
+            if catalog.warehouse:
+                props["warehouse"] = catalog.warehouse
+            return props
+    raise AssertionError(f"unhandled catalog kind {catalog!r}")
+
+
+def spark_catalog_conf(name: str, catalog: CatalogSettings, settings: IcepackSettings) -> dict[str, str]:
+    """`spark.sql.catalog.<name>.*` settings for Iceberg's SparkCatalog over the same catalog."""
+    prefix = f"spark.sql.catalog.{name}"
+    # No caching: other writers commit to these tables, and maintenance must plan on fresh metadata.
+    conf = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.cache-enabled": "false"}
+    match catalog:
+        case EmbeddedCatalogSettings():
+            db, warehouse = embedded_paths(catalog, settings)
+            conf |= {
+                f"{prefix}.type": "jdbc",
+                f"{prefix}.uri": f"jdbc:sqlite:{db}",
+                f"{prefix}.warehouse": warehouse.as_uri(),
+                f"{prefix}.jdbc.schema-version": "V1",
+                # PyIceberg creates the catalog tables; Java's start-up probe leaves SQLite read
+                # transactions open (stale reads, "database is locked"), so it is switched off.
+                f"{prefix}.jdbc.init-catalog-tables": "false",
+            }
+        case PostgresCatalogSettings():
+            conf |= {
+                f"{prefix}.type": "jdbc",
+                f"{prefix}.uri": f"jdbc:postgresql://{catalog.host}:{catalog.port}/{catalog.database}",
+                f"{prefix}.jdbc.user": catalog.user,
+                f"{prefix}.warehouse": _warehouse_uri(catalog.warehouse),
+                f"{prefix}.jdbc.schema-version": "V1",
+                f"{prefix}.jdbc.init-catalog-tables": "false",
+            }
+            if catalog.password.get_secret_value():
+                conf[f"{prefix}.jdbc.password"] = catalog.password.get_secret_value()
+        case RestCatalogSettings():
+            conf |= {f"{prefix}.type": "rest", f"{prefix}.uri": catalog.uri, f"{prefix}.warehouse": catalog.warehouse}
+            if catalog.client_id and catalog.client_secret is not None:
+                conf[f"{prefix}.credential"] = f"{catalog.client_id}:{catalog.client_secret.get_secret_value()}"
+                conf[f"{prefix}.scope"] = catalog.scope
+            if catalog.oauth2_server_uri:
+                conf[f"{prefix}.oauth2-server-uri"] = catalog.oauth2_server_uri
+            if catalog.vended_credentials:
+                conf[f"{prefix}.{DELEGATION_HEADER}"] = "vended-credentials"
+        case GlueCatalogSettings():
+            conf |= {
+                f"{prefix}.type": "glue",
+                f"{prefix}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+                f"{prefix}.client.region": catalog.region,
+            }
+            if catalog.catalog_id:
+                conf[f"{prefix}.glue.id"] = catalog.catalog_id
+            if catalog.warehouse:
+                conf[f"{prefix}.warehouse"] = catalog.warehouse
+    return conf
+
+
+def jdbc_driver_jars(settings: IcepackSettings) -> list[str]:
+    """The JDBC driver jars Spark needs for the configured SQL catalogs (Debian packages provide them)."""
+    jars = []
+    kinds = {type(c) for c in settings.catalogs.values()}
+    if EmbeddedCatalogSettings in kinds:
+        jars.append(SQLITE_JDBC_JAR)
+    if PostgresCatalogSettings in kinds:
+        jars.append(POSTGRES_JDBC_JAR)
+    return jars
+
+
+SECRET_CONF_SUFFIXES = (".credential", ".jdbc.password", ".token", ".client_secret")
+
+
+def redact_conf(conf: dict[str, str]) -> dict[str, str]:
+    """A copy of Spark or PyIceberg configuration that is safe to show: secrets masked."""
+    redacted = {}
+    for key, value in conf.items():
+        if key.endswith(SECRET_CONF_SUFFIXES) or key in ("credential", "token"):
+            redacted[key] = "**********"
+        elif key == "uri" and "@" in value and "://" in value:
+            scheme, rest = value.split("://", 1)
+            redacted[key] = f"{scheme}://**********@{rest.split('@', 1)[1]}"
+        else:
+            redacted[key] = value
+    return redacted

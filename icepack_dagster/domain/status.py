@@ -1,0 +1,78 @@
+"""Table status: the raw facts about one table, measured from its Iceberg metadata alone (no Spark).
+
+Current-snapshot metrics describe what a query reads now; retention metrics (snapshots, metadata log)
+describe history kept across all retained snapshots. The JSON field names are a public contract
+(`icepack status --json`, Dagster metadata): keep them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FileSizeBucket(BaseModel):
+    """Live data files whose size is in [lower_bytes, upper_bytes); upper None means unbounded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: str
+    lower_bytes: int = Field(ge=0)
+    upper_bytes: int | None = Field(default=None, ge=0)
+    file_count: int = Field(ge=0)
+
+
+class TableStatus(BaseModel):
+    """Everything health, policy and recommendation need to know about a table, from metadata."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    table: str = Field(description="Table key text: catalog.namespace.table")
+    collected_at: datetime
+    location: str
+    format_version: int = Field(ge=1, le=3)
+    snapshot_id: int | None = Field(description="Current snapshot of main; None for a table with no snapshot")
+    # current snapshot
+    live_data_files: int = Field(ge=0)
+    live_position_delete_files: int = Field(ge=0)
+    live_equality_delete_files: int = Field(ge=0)
+    live_delete_files: int = Field(ge=0)
+    live_data_bytes: int = Field(ge=0)
+    live_delete_bytes: int = Field(ge=0)
+    total_records: int = Field(ge=0, description="Records in live data files (before deletes apply)")
+    position_delete_records: int = Field(ge=0)
+    equality_delete_records: int = Field(ge=0)
+    target_file_size_bytes: int = Field(gt=0)
+    small_file_threshold_bytes: int = Field(gt=0)
+    small_file_count: int = Field(ge=0)
+    small_file_bytes: int = Field(ge=0)
+    file_size_histogram: tuple[FileSizeBucket, ...]
+    manifest_count: int = Field(ge=0)
+    data_manifest_count: int = Field(ge=0)
+    delete_manifest_count: int = Field(ge=0)
+    manifest_bytes: int = Field(ge=0)
+    partition_count: int = Field(ge=0)
+    partition_spec_count: int = Field(ge=1)
+    # retention / history
+    snapshot_count: int = Field(ge=0)
+    oldest_snapshot_age_seconds: float | None = Field(ge=0)
+    newest_snapshot_age_seconds: float | None = Field(ge=0)
+    metadata_log_entries: int = Field(ge=0)
+    branch_count: int = Field(ge=0, description="Branches besides main")
+    tag_count: int = Field(ge=0)
+    properties: dict[str, str] = Field(default_factory=dict, description="Table properties (policy reads them)")
+
+    @property
+    def small_file_ratio(self) -> float:
+        return self.small_file_count / self.live_data_files if self.live_data_files else 0.0
+
+    @property
+    def delete_file_ratio(self) -> float:
+        if not self.live_delete_files:
+            return 0.0
+        return self.live_delete_files / max(self.live_data_files, 1)
+
+    @property
+    def average_data_file_bytes(self) -> float:
+        return self.live_data_bytes / self.live_data_files if self.live_data_files else 0.0

@@ -1,0 +1,61 @@
+"""Project exceptions. Adapters translate PyIceberg, Spark and database errors into these at the boundary,
+so every message names the table (or setting) and says what to do next."""
+
+from __future__ import annotations
+
+
+class IcepackError(Exception):
+    """Base class: every error icepack_dagster raises on purpose."""
+
+
+class ConfigurationError(IcepackError):
+    """A setting is missing, half-configured or invalid; raised at start-up, naming the field."""
+
+
+class MissingComponentError(IcepackError):
+    """A required runtime part (Java, a jar, a database driver) is not installed; says what to install."""
+
+
+class CatalogUnavailableError(IcepackError):
+    """The catalog could not be reached or listed; nothing was changed because of it."""
+
+
+class TableNotFoundError(IcepackError):
+    """The table does not exist (any more) in its catalog."""
+
+
+class InvalidTableIdentifierError(IcepackError):
+    """A table identifier or partition key cannot be parsed into catalog, namespace and table."""
+
+
+class InvalidPolicyError(IcepackError):
+    """A policy value (from the policy file or an `icepack.` table property) is invalid for one table."""
+
+    def __init__(self, table: str, field: str, value: object, reason: str) -> None:
+        self.table = table
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"table {table}: invalid policy value for {field!r} ({value!r}): {reason}")
+
+
+class RejectedSparkOverrideError(IcepackError):
+    """An `icepack.spark.sql.*` table property is not allowlisted or its value does not validate."""
+
+    def __init__(self, table: str, key: str, reason: str) -> None:
+        self.table = table
+        self.key = key
+        self.reason = reason
+        super().__init__(f"table {table}: Spark SQL override {key!r} refused: {reason}")
+
+
+class MetadataReadError(IcepackError):
+    """The table's Iceberg metadata (metadata file, manifest list or manifest) could not be read."""
+
+
+class MaintenanceError(IcepackError):
+    """A maintenance action failed on Spark; the message names the table and the action."""
+
+
+class UnsafeMaintenanceError(IcepackError):
+    """A safety guard refused a destructive action (for example orphan removal below the 24-hour floor)."""

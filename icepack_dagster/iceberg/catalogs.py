@@ -1,0 +1,72 @@
+"""PyIceberg catalogs built from settings, with errors translated into what to do next."""
+
+from __future__ import annotations
+
+import sqlite3
+from functools import lru_cache
+
+from pyiceberg.catalog import Catalog, load_catalog
+
+from icepack_dagster.catalog_config import embedded_paths, pyiceberg_properties
+from icepack_dagster.exceptions import CatalogUnavailableError, ConfigurationError
+from icepack_dagster.settings import EmbeddedCatalogSettings, IcepackSettings
+
+
+def prepare_embedded_catalog(catalog: EmbeddedCatalogSettings, settings: IcepackSettings) -> None:
+    """Create the home directories and put the SQLite file in WAL mode, so Spark's JDBC catalog and
+    PyIceberg can read and write it at the same time."""
+    db, warehouse = embedded_paths(catalog, settings)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    warehouse.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(db)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+    finally:
+        connection.close()
+
+
+def open_catalog(name: str, settings: IcepackSettings) -> Catalog:
+    """The PyIceberg catalog called `name`; creates an embedded catalog's files on first use."""
+    try:
+        catalog = settings.catalogs[name]
+    except KeyError:
+        raise ConfigurationError(
+            f"no catalog named {name!r}; configured catalogs: {sorted(settings.catalogs)}"
+        ) from None
+    if isinstance(catalog, EmbeddedCatalogSettings):
+        prepare_embedded_catalog(catalog, settings)
+    try:
+        return load_catalog(name, **pyiceberg_properties(name, catalog, settings))
+    except Exception as error:  # PyIceberg raises driver-specific errors; translate them all here
+        raise CatalogUnavailableError(
+            f"catalog {name!r} ({catalog.kind}) could not be opened: {type(error).__name__}: "
+            f"{_without_secrets(str(error), settings)}. Check its settings (ICEPACK_CATALOGS__{name.upper()}__*) "
+            "and that the service is reachable."
+        ) from None
+
+
+class CatalogSet:
+    """The configured catalogs, opened lazily once each."""
+
+    def __init__(self, settings: IcepackSettings) -> None:
+        self.settings = settings
+        self._open = lru_cache(maxsize=None)(self._open_uncached)
+
+    def _open_uncached(self, name: str) -> Catalog:
+        return open_catalog(name, self.settings)
+
+    def get(self, name: str) -> Catalog:
+        return self._open(name)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.settings.catalogs)
+
+
+def _without_secrets(message: str, settings: IcepackSettings) -> str:
+    for catalog in settings.catalogs.values():
+        for field in ("password", "client_secret"):
+            secret = getattr(catalog, field, None)
+            if secret is not None and secret.get_secret_value():
+                message = message.replace(secret.get_secret_value(), "**********")
+    return message

@@ -1,0 +1,240 @@
+"""Settings: the only module that reads the environment.
+
+Sources, strongest first: `ICEPACK_*` environment variables (nested with `__`, e.g.
+`ICEPACK_SPARK__MASTER`), then the YAML file named by `ICEPACK_CONFIG`, then the defaults below.
+With no configuration at all you get one embedded catalog, `lake`: a SQLite catalog file and a local
+warehouse under `ICEPACK_HOME` (default `~/.icepack`). A half-configured catalog fails at start-up
+naming the field. Secrets are `SecretStr`: they print as `**********` and are revealed only where a
+client library needs them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.exceptions import ConfigurationError
+
+_CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EmbeddedCatalogSettings(_Model):
+    """A SQLite catalog file and a local warehouse directory, under the icepack home by default."""
+
+    kind: Literal["embedded"] = "embedded"
+    path: Path | None = Field(default=None, description="SQLite catalog file; default HOME/catalog.db")
+    warehouse: Path | None = Field(default=None, description="Warehouse directory; default HOME/warehouse")
+
+
+class PostgresCatalogSettings(_Model):
+    """An Iceberg SQL (JDBC) catalog whose tables live in PostgreSQL."""
+
+    kind: Literal["postgres"] = "postgres"
+    host: str = "127.0.0.1"
+    port: int = Field(default=5432, ge=1, le=65535)
+    database: str = Field(min_length=1)
+    user: str = Field(min_length=1)
+    password: SecretStr = SecretStr("")
+    warehouse: str = Field(min_length=1, description="Warehouse location: a path or file://, s3:// URI")
+
+
+class RestCatalogSettings(_Model):
+    """An Iceberg REST catalog such as Apache Polaris, with OAuth2 client credentials."""
+
+    kind: Literal["rest"] = "rest"
+    uri: str = Field(min_length=1, description="REST endpoint, e.g. https://polaris.example.com/api/catalog")
+    warehouse: str = Field(min_length=1, description="The catalog name inside Polaris")
+    client_id: str | None = None
+    client_secret: SecretStr | None = None
+    scope: str = "PRINCIPAL_ROLE:ALL"
+    oauth2_server_uri: str | None = None
+    vended_credentials: bool = Field(
+        default=False, description="Send X-Iceberg-Access-Delegation: vended-credentials"
+    )
+
+    @model_validator(mode="after")
+    def _both_credential_parts(self) -> RestCatalogSettings:
+        has_id = bool(self.client_id)
+        has_secret = self.client_secret is not None and bool(self.client_secret.get_secret_value())
+        if has_id != has_secret:
+            missing = "client_secret" if has_id else "client_id"
+            raise ValueError(
+                f"REST catalog {self.uri}: {missing} is missing; set both client_id and client_secret "
+                "(OAuth2 client credentials) or neither"
+            )
+        return self
+
+
+class GlueCatalogSettings(_Model):
+    """AWS Glue as the catalog, S3 as storage; credentials come from workload identity, never keys here."""
+
+    kind: Literal["glue"] = "glue"
+    region: str = Field(min_length=1)
+    warehouse: str | None = Field(default=None, description="s3:// location for new tables")
+    catalog_id: str | None = Field(default=None, description="AWS account id owning the Glue catalog")
+
+
+CatalogSettings = Annotated[
+    EmbeddedCatalogSettings | PostgresCatalogSettings | RestCatalogSettings | GlueCatalogSettings,
+    Field(discriminator="kind"),
+]
+
+_SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|k8s://.+|sc://.+|yarn)$")
+
+
+class SparkSettings(_Model):
+    """How maintenance reaches Spark: master URL, jars, and extra Spark configuration."""
+
+    master: str = Field(default="local[*]", description="local[*], spark://host:7077, k8s://https://..., sc://")
+    app_name: str = "icepack"
+    jars: list[str] | None = Field(
+        default=None,
+        description="Jars for the driver classpath; default: the Iceberg runtime from "
+        "snowpark-connect-deps-iceberg plus the JDBC drivers the catalogs need",
+    )
+    driver_memory: str = "2g"
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings")
+
+    @field_validator("master")
+    @classmethod
+    def _known_master(cls, value: str) -> str:
+        if not _SPARK_MASTER.match(value):
+            raise ValueError(f"{value!r} is not a Spark master URL (local[*], spark://, k8s://, sc://, yarn)")
+        return value
+
+    @field_validator("conf")
+    @classmethod
+    def _spark_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in value if not k.startswith("spark.")]
+        if bad:
+            raise ValueError(f"Spark conf keys must start with 'spark.': {bad}")
+        return value
+
+
+class IcepackSettings(BaseSettings):
+    """Everything icepack_dagster needs to know, from one place."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ICEPACK_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    home: Path = Field(default=Path("~/.icepack"), description="Embedded catalog, warehouse and state")
+    catalogs: dict[str, CatalogSettings] = Field(
+        default_factory=lambda: {"lake": EmbeddedCatalogSettings()}
+    )
+    default_catalog: str | None = Field(default=None, description="Catalog meant by 'ns.table'")
+    include: list[str] = Field(default_factory=lambda: ["*"], description="Table patterns to manage")
+    exclude: list[str] = Field(default_factory=list, description="Table patterns to leave alone")
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    thresholds: HealthThresholds = Field(default_factory=HealthThresholds)
+    policy_file: Path | None = Field(default=None, description="YAML policy rules (docs/POLICY.md)")
+    state_url: str | None = Field(
+        default=None, description="SQLAlchemy URL of the maintenance history; default SQLite under home"
+    )
+    status_workers: int = Field(default=8, ge=1, le=64, description="Manifests read in parallel")
+
+    @field_validator("home")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @field_validator("catalogs")
+    @classmethod
+    def _catalog_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not value:
+            raise ValueError("at least one catalog must be configured")
+        for name in value:
+            if not _CATALOG_NAME.match(name):
+                raise ValueError(f"catalog name {name!r} must be letters, digits and '_' (it names a Spark catalog)")
+        return value
+
+    @model_validator(mode="after")
+    def _default_catalog_exists(self) -> IcepackSettings:
+        if self.default_catalog is not None and self.default_catalog not in self.catalogs:
+            raise ValueError(
+                f"default_catalog {self.default_catalog!r} is not among the catalogs {sorted(self.catalogs)}"
+            )
+        return self
+
+    @property
+    def primary_catalog(self) -> str:
+        """The catalog meant when a table is named without one."""
+        return self.default_catalog or next(iter(self.catalogs))
+
+    @property
+    def catalog_db_path(self) -> Path:
+        return self.home / "catalog.db"
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.home / "warehouse"
+
+    @property
+    def resolved_state_url(self) -> str:
+        return self.state_url or f"sqlite:///{self.home / 'state.db'}"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _YamlFileSource(settings_cls))
+
+
+class _YamlFileSource(PydanticBaseSettingsSource):
+    """Reads the YAML file named by ICEPACK_CONFIG, if any."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = os.environ.get("ICEPACK_CONFIG")
+        if not path:
+            return {}
+        try:
+            data = yaml.safe_load(Path(path).read_text())
+        except OSError as error:
+            raise ConfigurationError(f"ICEPACK_CONFIG={path}: cannot read the file ({error})") from error
+        except yaml.YAMLError as error:
+            raise ConfigurationError(f"ICEPACK_CONFIG={path}: not valid YAML ({error})") from error
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise ConfigurationError(f"ICEPACK_CONFIG={path}: the top level must be a mapping")
+        return data
+
+
+def load_settings(**overrides: Any) -> IcepackSettings:
+    """Build settings from the environment and the config file, turning validation errors into one
+    `ConfigurationError` that names each offending field (never its secret value)."""
+    try:
+        return IcepackSettings(**overrides)
+    except ValidationError as error:
+        lines = []
+        for problem in error.errors(include_input=False, include_url=False):
+            field = ".".join(str(p) for p in problem["loc"])
+            lines.append(f"  {field}: {problem['msg']}")
+        raise ConfigurationError("invalid icepack settings:\n" + "\n".join(lines)) from None

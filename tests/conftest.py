@@ -1,0 +1,123 @@
+"""Shared fixtures: one real local Spark session per test run, a real embedded SQL catalog and a real
+PostgreSQL-backed catalog, both under a temporary home.
+
+Required components are checked once, up front: a missing Java, jar or PostgreSQL fails the whole run
+with what to install. Nothing is skipped because a part is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from icepack_dagster.exceptions import MissingComponentError
+from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.settings import IcepackSettings, load_settings
+from icepack_dagster.spark.session import build_spark_session, require_java, resolve_jars
+
+PG_HOST = os.environ.get("ICEPACK_TEST_PG_HOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("ICEPACK_TEST_PG_PORT", "5432"))
+PG_USER = os.environ.get("ICEPACK_TEST_PG_USER", "postgres")
+PG_ADMIN_DB = os.environ.get("ICEPACK_TEST_PG_DB", "postgres")
+
+
+def _admin_connection() -> psycopg2.extensions.connection:
+    try:
+        connection = psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=PG_ADMIN_DB, connect_timeout=5)
+    except psycopg2.OperationalError as error:
+        pytest.exit(
+            f"PostgreSQL is required for the tests and is not reachable at {PG_HOST}:{PG_PORT} as {PG_USER}: "
+            f"{error}. Install and start PostgreSQL (Debian: apt-get install postgresql) or set "
+            "ICEPACK_TEST_PG_HOST/PORT/USER.",
+            returncode=3,
+        )
+    connection.autocommit = True
+    return connection
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test run, dropped afterwards."""
+    name = f"icepack_test_{uuid.uuid4().hex[:10]}"
+    admin = _admin_connection()
+    with admin.cursor() as cursor:
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    yield name
+    with admin.cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.close()
+
+
+@pytest.fixture(scope="session")
+def icepack_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("icepack_home")
+
+
+@pytest.fixture(scope="session")
+def settings(icepack_home: Path, postgres_database: str) -> IcepackSettings:
+    """Two real catalogs: `lake` (embedded SQLite) and `pg` (PostgreSQL-backed SQL catalog)."""
+    for key in [k for k in os.environ if k.startswith("ICEPACK_")]:
+        os.environ.pop(key)
+    return load_settings(
+        home=icepack_home,
+        catalogs={
+            "lake": {"kind": "embedded"},
+            "pg": {
+                "kind": "postgres",
+                "host": PG_HOST,
+                "port": PG_PORT,
+                "database": postgres_database,
+                "user": PG_USER,
+                "warehouse": str(icepack_home / "pg_warehouse"),
+            },
+        },
+        spark={"master": "local[2]", "driver_memory": "1g"},
+    )
+
+
+@pytest.fixture(scope="session")
+def catalogs(settings: IcepackSettings) -> CatalogSet:
+    catalog_set = CatalogSet(settings)
+    for name in catalog_set.names:  # creates the catalog tables before Spark's JDBC catalog looks
+        catalog_set.get(name)
+    return catalog_set
+
+
+@pytest.fixture(scope="session")
+def spark(settings: IcepackSettings, catalogs: CatalogSet):  # type: ignore[no-untyped-def]
+    """The one real local Spark session of this test run."""
+    try:
+        require_java()
+        resolve_jars(settings)
+    except MissingComponentError as error:
+        pytest.exit(f"required component missing: {error}", returncode=3)
+    session = build_spark_session(settings)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, catalogs: CatalogSet) -> str:
+    """A fresh namespace in the embedded catalog for one test."""
+    name = "t_" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:12]
+    catalogs.get("lake").create_namespace_if_not_exists(name)
+    return name
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Fail fast, naming the missing part, before any test runs."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.exit("Java 17 is required (Spark): apt-get install openjdk-17-jre-headless", returncode=3)
+    for jar, package in [
+        ("/usr/share/java/sqlite-jdbc.jar", "libxerial-sqlite-jdbc-java"),
+        ("/usr/share/java/postgresql.jar", "libpostgresql-jdbc-java"),
+    ]:
+        if not Path(jar).is_file():
+            pytest.exit(f"{jar} is required (Spark's JDBC catalog): apt-get install {package}", returncode=3)
