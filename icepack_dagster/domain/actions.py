@@ -60,3 +60,4 @@ class ActionResult(BaseModel):
     impact: ActionImpact = Field(default_factory=ActionImpact)
     duration_seconds: float = Field(ge=0)
     error: str | None = None
+    reason: str | None = Field(default=None, description="Why the action was skipped, when it was")

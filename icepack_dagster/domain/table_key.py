@@ -8,7 +8,7 @@ or that Dagster refuses in a partition key, so `parse(key.text) == key` for ever
 from __future__ import annotations
 
 import re
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -19,7 +19,7 @@ _ESCAPE = re.compile(r"[.%,\x00-\x1f\x7f]")
 
 
 def _encode_part(part: str) -> str:
-    return _ESCAPE.sub(lambda m: quote(m.group(0), safe=""), part)
+    return _ESCAPE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group(0).encode()), part)
 
 
 class TableKey(BaseModel):

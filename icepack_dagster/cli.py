@@ -1,0 +1,246 @@
+"""The `icepack` command: the engine without Dagster, for people (tables of text) and machines (--json).
+
+Exit codes: 0 done (or a dry run listed its work), 1 failed, 2 bad usage or configuration,
+3 nothing to do. Progress goes to stderr so that --json output stays clean on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import click
+
+from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.engine import Engine
+from icepack_dagster.exceptions import ConfigurationError, IcepackError, MissingComponentError
+from icepack_dagster.presentation import (
+    format_health,
+    format_policy,
+    format_recommendation,
+    format_report,
+    format_status,
+    report_json,
+)
+from icepack_dagster.settings import load_settings
+
+EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO = 0, 1, 2, 3
+
+
+def _progress(message: str) -> None:
+    click.echo(f"… {message}", err=True)
+
+
+def _emit(data: Any, as_json: bool, human: Callable[[], str]) -> None:
+    click.echo(json.dumps(data, indent=2, default=str) if as_json else human())
+
+
+class _Context:
+    def __init__(self) -> None:
+        self._engine: Engine | None = None
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = Engine(load_settings())
+        return self._engine
+
+
+pass_ctx = click.make_pass_decorator(_Context, ensure=True)
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """icepack: measure, judge and maintain Apache Iceberg tables (no Dagster needed)."""
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def tables(ctx: _Context, as_json: bool) -> None:
+    """List the tables of every configured catalog (include/exclude patterns applied)."""
+    result = ctx.engine.discover()
+    names = [ctx.engine.display_name(k) for k in result.tables]
+    for failure in result.failures:
+        where = ".".join(failure.namespace) or "(catalog root)"
+        click.echo(f"warning: could not list {failure.catalog}:{where}: {failure.error}", err=True)
+    _emit(names, as_json, lambda: "\n".join(names) if names else "(no tables)")
+    if not result.complete:
+        sys.exit(EXIT_FAILED)
+
+
+@cli.command()
+@click.argument("table")
+@json_option
+@pass_ctx
+def status(ctx: _Context, table: str, as_json: bool) -> None:
+    """Measure TABLE from its Iceberg metadata (no Spark)."""
+    key = ctx.engine.resolve(table)
+    result = ctx.engine.status(key)
+    data = result.model_dump(mode="json") | {"table": ctx.engine.display_name(key)}
+    _emit(data, as_json, lambda: format_status(ctx.engine.display_name(key), result))
+
+
+@cli.command()
+@click.argument("table")
+@json_option
+@pass_ctx
+def health(ctx: _Context, table: str, as_json: bool) -> None:
+    """Judge TABLE's health (healthy, warning, critical) with the issues found."""
+    key = ctx.engine.resolve(table)
+    result = ctx.engine.health(ctx.engine.status(key))
+    data = result.model_dump(mode="json") | {"table": ctx.engine.display_name(key)}
+    _emit(data, as_json, lambda: format_health(ctx.engine.display_name(key), result))
+
+
+@cli.command()
+@click.argument("table")
+@json_option
+@pass_ctx
+def recommend(ctx: _Context, table: str, as_json: bool) -> None:
+    """Which maintenance TABLE needs now, in order, and why; and why not the rest."""
+    key = ctx.engine.resolve(table)
+    result = ctx.engine.recommend(key)
+    data = result.model_dump(mode="json") | {"table": ctx.engine.display_name(key)}
+    _emit(data, as_json, lambda: format_recommendation(ctx.engine.display_name(key), result))
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--explain", is_flag=True, help="Show the layer that set each value.")
+@json_option
+@pass_ctx
+def policy(ctx: _Context, table: str, explain: bool, as_json: bool) -> None:
+    """Show TABLE's effective maintenance policy (defaults, policy file, icepack.* properties)."""
+    key = ctx.engine.resolve(table)
+    effective = ctx.engine.policy(key, ctx.engine.status(key).properties)
+    data = {
+        "table": ctx.engine.display_name(key),
+        "policy": effective.policy.model_dump(mode="json"),
+        "sources": effective.sources,
+    }
+    _emit(data, as_json, lambda: format_policy(ctx.engine.display_name(key), effective, explain))
+
+
+@cli.command()
+@click.argument("table", required=False)
+@click.option("--all", "all_tables", is_flag=True, help="Maintain every discovered table, one after another.")
+@click.option("--dry-run", is_flag=True, help="Show exactly what would run; change nothing.")
+@click.option(
+    "--action",
+    "actions",
+    multiple=True,
+    type=click.Choice([a.value for a in MaintenanceAction]),
+    help="Only these actions (repeatable); each still needs to be recommended.",
+)
+@json_option
+@pass_ctx
+def maintain(
+    ctx: _Context, table: str | None, all_tables: bool, dry_run: bool, actions: tuple[str, ...], as_json: bool
+) -> None:
+    """Run TABLE's recommended maintenance through Iceberg's Spark procedures."""
+    if bool(table) == all_tables:
+        raise click.UsageError("name one TABLE or pass --all")
+    keys = list(ctx.engine.discover().tables) if all_tables else [ctx.engine.resolve(table or "")]
+    only = [MaintenanceAction(a) for a in actions] or None
+    reports = list(_maintain_each(ctx.engine, keys, dry_run, only))
+    payload = [report_json(ctx.engine.display_name(k), r) for k, r in reports]
+    _emit(
+        payload if all_tables else payload[0],
+        as_json,
+        lambda: "\n\n".join(format_report(ctx.engine.display_name(k), r) for k, r in reports),
+    )
+    outcomes = {r.outcome for _, r in reports}
+    if "failed" in outcomes:
+        sys.exit(EXIT_FAILED)
+    if outcomes <= {"nothing_to_do"}:
+        sys.exit(EXIT_NOTHING_TO_DO)
+
+
+def _maintain_each(
+    engine: Engine, keys: list[TableKey], dry_run: bool, only: list[MaintenanceAction] | None
+) -> Iterable[tuple[TableKey, MaintenanceReport]]:
+    for index, key in enumerate(keys, start=1):
+        name = engine.display_name(key)
+        _progress(f"[{index}/{len(keys)}] {name}: {'planning' if dry_run else 'maintaining'}")
+        yield key, engine.maintain(
+            key, dry_run=dry_run, only=only, on_progress=lambda m, n=name: _progress(f"{n}: {m}")
+        )
+
+
+@cli.command()
+@click.option("--namespace", default="demo", show_default=True)
+@json_option
+@pass_ctx
+def demo(ctx: _Context, namespace: str, as_json: bool) -> None:
+    """Create demo tables in realistically bad shape in the default catalog, through Spark."""
+    from icepack_dagster.spark.demo_lakehouse import build_demo_lakehouse
+
+    engine = ctx.engine
+    catalog = engine.settings.primary_catalog
+    engine.catalogs.get(catalog).create_namespace_if_not_exists(namespace)
+    created = build_demo_lakehouse(engine.spark(), catalog, namespace, on_progress=_progress)
+    _emit(created, as_json, lambda: "created:\n" + "\n".join(f"  {t}" for t in created))
+
+
+@cli.group()
+def quarantine() -> None:
+    """See or release tables whose maintenance kept failing."""
+
+
+@quarantine.command("show")
+@click.argument("table")
+@json_option
+@pass_ctx
+def quarantine_show(ctx: _Context, table: str, as_json: bool) -> None:
+    """Show TABLE's maintenance history: consecutive failures, quarantine, last error."""
+    key = ctx.engine.resolve(table)
+    history = ctx.engine.history(key)
+    _emit(
+        history.model_dump(mode="json"),
+        as_json,
+        lambda: (
+            f"{ctx.engine.display_name(key)}: {'QUARANTINED' if history.quarantined else 'active'}, "
+            f"{history.consecutive_failures} consecutive failure(s)"
+            + (f"\n  last error: {history.last_error}" if history.last_error else "")
+        ),
+    )
+
+
+@quarantine.command("release")
+@click.argument("table")
+@pass_ctx
+def quarantine_release(ctx: _Context, table: str) -> None:
+    """Release TABLE: automatic maintenance resumes; its failure count starts again from zero."""
+    key = ctx.engine.resolve(table)
+    ctx.engine.release_quarantine(key)
+    click.echo(f"{ctx.engine.display_name(key)}: released from quarantine")
+
+
+@cli.command("config")
+@pass_ctx
+def show_config(ctx: _Context) -> None:
+    """Show the effective settings, secrets masked."""
+    click.echo(ctx.engine.settings.model_dump_json(indent=2))
+
+
+def main() -> None:
+    """Entry point: turns project errors into one readable line and an exit code."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(EXIT_FAILED)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(EXIT_USAGE)
+    except (ConfigurationError, MissingComponentError) as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_USAGE)
+    except IcepackError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_FAILED)

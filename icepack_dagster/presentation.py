@@ -1,0 +1,113 @@
+"""Plain-text rendering of engine results for people at a terminal (the CLI's non-JSON output)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from icepack_dagster.domain.health_model import TableHealth
+from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.policy import EffectivePolicy
+from icepack_dagster.domain.recommendation_model import Recommendation
+from icepack_dagster.domain.status import TableStatus
+
+
+def human_bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def _rows(pairs: list[tuple[str, Any]]) -> str:
+    width = max(len(k) for k, _ in pairs)
+    return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in pairs)
+
+
+def format_status(name: str, s: TableStatus) -> str:
+    histogram = ", ".join(f"{b.label}: {b.file_count}" for b in s.file_size_histogram if b.file_count)
+    return f"{name}  (format v{s.format_version}, snapshot {s.snapshot_id})\n" + _rows(
+        [
+            ("live data files", f"{s.live_data_files} ({human_bytes(s.live_data_bytes)})"),
+            ("small files", f"{s.small_file_count} under {human_bytes(s.small_file_threshold_bytes)}"),
+            ("file sizes", histogram or "-"),
+            ("delete files", f"{s.live_delete_files} ({s.live_position_delete_files} position, "
+             f"{s.live_equality_delete_files} equality)"),
+            ("records", s.total_records),
+            ("manifests", f"{s.manifest_count} ({human_bytes(s.manifest_bytes)})"),
+            ("partitions", s.partition_count),
+            ("snapshots", f"{s.snapshot_count}, oldest {human_age(s.oldest_snapshot_age_seconds)} old"),
+            ("metadata log", s.metadata_log_entries),
+            ("branches / tags", f"{s.branch_count} / {s.tag_count}"),
+        ]
+    )
+
+
+def format_health(name: str, h: TableHealth) -> str:
+    lines = [f"{name}: {h.state.value.upper()}"]
+    if h.error:
+        lines.append(f"  {h.error}")
+    lines += [f"  [{i.severity.value}] {i.code}: {i.message}" for i in h.issues]
+    return "\n".join(lines)
+
+
+def format_recommendation(name: str, r: Recommendation) -> str:
+    lines = [f"{name}: {len(r.actions)} action(s) recommended, priority {r.priority:.2f}"]
+    for a in r.actions:
+        options = ", ".join(f"{k}={v}" for k, v in a.options.items())
+        lines.append(f"  + {a.action.value}: {a.reason}" + (f"  ({options})" if options else ""))
+    lines += [f"  - {s.action.value}: {s.reason}" for s in r.skipped]
+    return "\n".join(lines)
+
+
+def format_policy(name: str, effective: EffectivePolicy, explain: bool) -> str:
+    values = effective.policy.model_dump(mode="json")
+    lines = [f"{name}: effective policy"]
+    width = max(len(k) for k in values)
+    for field, value in values.items():
+        source = f"   <- {effective.sources.get(field, 'default')}" if explain else ""
+        lines.append(f"  {field.ljust(width)}  {value}{source}")
+    return "\n".join(lines)
+
+
+def format_report(name: str, report: MaintenanceReport) -> str:
+    lines = [f"{name}: {report.outcome.replace('_', ' ')}"]
+    for r in report.results:
+        lines.append(f"  {r.status:<9} {r.action.value}  ({r.duration_seconds:.1f} s)")
+        if r.reason:
+            lines.append(f"            {r.reason}")
+        if r.error:
+            lines.append(f"            error: {r.error}")
+        if r.status == "dry_run":
+            lines += [f"            {statement}" for statement in r.statements]
+        impact = r.impact
+        if impact.data_files_before is not None and impact.data_files_after is not None:
+            lines.append(
+                f"            data files {impact.data_files_before} -> {impact.data_files_after}, "
+                f"delete files {impact.delete_files_before} -> {impact.delete_files_after}, "
+                f"manifests {impact.manifests_before} -> {impact.manifests_after}, "
+                f"snapshots {impact.snapshots_before} -> {impact.snapshots_after}"
+            )
+    return "\n".join(lines)
+
+
+def report_json(name: str, report: MaintenanceReport) -> dict[str, Any]:
+    """The `icepack maintain --json` contract: {table, outcome, results: [{action, status, impact, ...}]}."""
+    return {
+        "table": name,
+        "outcome": report.outcome,
+        "results": [r.model_dump(mode="json") for r in report.results],
+    }

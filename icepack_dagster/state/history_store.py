@@ -1,0 +1,163 @@
+"""Maintenance history in SQL (SQLite under the icepack home by default, PostgreSQL in production).
+
+One row per maintenance of a table and one per action. Consecutive failures are counted back from the
+newest row to the last success or operator release, so quarantine needs no separate mutable flag and
+every decision stays auditable.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    func,
+    insert,
+    select,
+)
+from sqlalchemy.engine import Engine as SqlEngine
+from sqlalchemy.exc import SQLAlchemyError
+
+from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.exceptions import ConfigurationError
+
+_metadata = MetaData()
+
+maintenance_runs = Table(
+    "icepack_maintenance_runs",
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("table_key", String(1024), nullable=False, index=True),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=False),
+    Column("outcome", String(32), nullable=False),  # succeeded | failed | nothing_to_do | released
+    Column("error", Text),
+    Column("report", Text),  # the MaintenanceReport as JSON, for audits
+)
+
+action_runs = Table(
+    "icepack_action_runs",
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("table_key", String(1024), nullable=False, index=True),
+    Column("action", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=False),
+)
+
+RELEASED = "released"
+_FAILURE_LOOKBACK = 100  # consecutive failures are counted up to this many
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class HistoryStore:
+    """Reads and appends maintenance history; safe to share across threads."""
+
+    def __init__(self, url: str) -> None:
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._engine: SqlEngine = create_engine(url, pool_pre_ping=True)
+            if url.startswith("sqlite"):
+                event.listen(self._engine, "connect", _sqlite_wal)
+            _metadata.create_all(self._engine)
+        except SQLAlchemyError as error:
+            raise ConfigurationError(
+                f"maintenance history database ({self._redacted(url)}) is not usable: {type(error).__name__}. "
+                "Check ICEPACK_STATE_URL."
+            ) from None
+
+    @staticmethod
+    def _redacted(url: str) -> str:
+        if "@" in url and "://" in url:
+            scheme, rest = url.split("://", 1)
+            return f"{scheme}://**********@{rest.split('@', 1)[1]}"
+        return url
+
+    def record(self, report: MaintenanceReport) -> None:
+        """Append a finished maintenance (dry runs are not history)."""
+        if report.outcome == "dry_run":
+            return
+        with self._engine.begin() as connection:
+            connection.execute(
+                insert(maintenance_runs).values(
+                    table_key=report.table,
+                    started_at=report.started_at,
+                    finished_at=report.finished_at,
+                    outcome=report.outcome,
+                    error=report.first_error,
+                    report=report.model_dump_json(),
+                )
+            )
+            rows = [
+                {"table_key": report.table, "action": r.action.value, "status": r.status,
+                 "finished_at": report.finished_at}
+                for r in report.results
+                if r.status in ("succeeded", "failed")
+            ]
+            if rows:
+                connection.execute(insert(action_runs), rows)
+
+    def release(self, table: str, now: datetime) -> None:
+        """An operator's release: consecutive failures count from zero again."""
+        with self._engine.begin() as connection:
+            connection.execute(
+                insert(maintenance_runs).values(
+                    table_key=table, started_at=now, finished_at=now, outcome=RELEASED,
+                    error=None, report=json.dumps({"released_by": "operator"}),
+                )
+            )
+
+    def history(self, table: str, quarantine_after_failures: int) -> TableHistory:
+        with self._engine.connect() as connection:
+            runs = connection.execute(
+                select(maintenance_runs.c.finished_at, maintenance_runs.c.outcome, maintenance_runs.c.error)
+                .where(maintenance_runs.c.table_key == table)
+                .order_by(maintenance_runs.c.id.desc())
+                .limit(_FAILURE_LOOKBACK)
+            ).all()
+            succeeded = connection.execute(
+                select(action_runs.c.action, func.max(action_runs.c.finished_at))
+                .where(action_runs.c.table_key == table, action_runs.c.status == "succeeded")
+                .group_by(action_runs.c.action)
+            ).all()
+        failures = 0
+        last_error = None
+        for run in runs:
+            if run.outcome != "failed":
+                break
+            failures += 1
+            last_error = last_error or run.error
+        last_run_at = next((_aware(r.finished_at) for r in runs if r.outcome != RELEASED), None)
+        quarantined = failures >= quarantine_after_failures
+        return TableHistory(
+            table=table,
+            last_succeeded={MaintenanceAction(a): _aware(t) for a, t in succeeded},
+            last_run_at=last_run_at,
+            consecutive_failures=failures,
+            last_error=last_error,
+            quarantined=quarantined,
+            quarantined_at=_aware(runs[0].finished_at) if quarantined and runs else None,
+        )
+
+
+def _sqlite_wal(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()

@@ -1,0 +1,74 @@
+"""Contract: maintenance history lives in a real SQL database (SQLite and PostgreSQL). Consecutive
+failures count back to the last success or release; N in a row quarantine the table; an operator's
+release resets the count; last successes per action feed cadence; dry runs are not history."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
+from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.exceptions import ConfigurationError
+from icepack_dagster.state.history_store import HistoryStore
+from tests.conftest import PG_HOST, PG_PORT, PG_USER
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def _report(table: str, status: str, at: datetime, action=MaintenanceAction.REWRITE_DATA_FILES) -> MaintenanceReport:
+    result = ActionResult(
+        action=action, status=status, statements=("CALL ...",), duration_seconds=1.0,
+        error="boom: rewrite failed" if status == "failed" else None,
+    )
+    return MaintenanceReport(table=table, started_at=at, finished_at=at + timedelta(seconds=1), results=(result,))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, postgres_database: str) -> Iterator[HistoryStore]:
+    if request.param == "sqlite":
+        yield HistoryStore(f"sqlite:///{tmp_path / 'state.db'}")
+    else:
+        yield HistoryStore(f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{postgres_database}")
+
+
+def test_failures_in_a_row_quarantine_and_release_resets(store: HistoryStore, request: pytest.FixtureRequest) -> None:
+    table = f"lake.ns.{request.node.callspec.id}_quarantine"
+    store.record(_report(table, "succeeded", T0))
+    for i in range(2):
+        store.record(_report(table, "failed", T0 + timedelta(hours=i + 1)))
+    history = store.history(table, quarantine_after_failures=3)
+    assert (history.consecutive_failures, history.quarantined) == (2, False)
+    store.record(_report(table, "failed", T0 + timedelta(hours=4)))
+    history = store.history(table, quarantine_after_failures=3)
+    assert history.quarantined and history.consecutive_failures == 3
+    assert history.last_error == "boom: rewrite failed"
+    store.release(table, T0 + timedelta(hours=5))
+    released = store.history(table, quarantine_after_failures=3)
+    assert (released.consecutive_failures, released.quarantined) == (0, False)
+    assert released.last_run_at == T0 + timedelta(hours=4, seconds=1)
+
+
+def test_last_success_per_action_and_dry_runs_ignored(store: HistoryStore, request: pytest.FixtureRequest) -> None:
+    table = f"lake.ns.{request.node.callspec.id}_cadence"
+    store.record(_report(table, "succeeded", T0))
+    store.record(_report(table, "succeeded", T0 + timedelta(days=1)))
+    store.record(_report(table, "succeeded", T0 + timedelta(days=2), MaintenanceAction.EXPIRE_SNAPSHOTS))
+    store.record(_report(table, "dry_run", T0 + timedelta(days=3)))
+    history = store.history(table, quarantine_after_failures=3)
+    assert history.last_succeeded == {
+        MaintenanceAction.REWRITE_DATA_FILES: T0 + timedelta(days=1, seconds=1),
+        MaintenanceAction.EXPIRE_SNAPSHOTS: T0 + timedelta(days=2, seconds=1),
+    }
+    assert history.last_run_at == T0 + timedelta(days=2, seconds=1)
+    other = store.history("lake.ns.never_maintained", quarantine_after_failures=3)
+    assert other.last_succeeded == {} and other.last_run_at is None and not other.quarantined
+
+
+def test_unusable_database_is_a_configuration_error_without_password() -> None:
+    with pytest.raises(ConfigurationError, match="ICEPACK_STATE_URL") as caught:
+        HistoryStore("postgresql+psycopg2://ice:topsecret@127.0.0.1:1/nowhere?connect_timeout=2")
+    assert "topsecret" not in str(caught.value)

@@ -1,0 +1,99 @@
+"""Contract: settings come from ICEPACK_* variables and an optional YAML file; the default is one
+embedded catalog under the home; a half-configured catalog fails at start-up naming the field; secrets
+never appear in output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from icepack_dagster.catalog_config import pyiceberg_properties, redact_conf, spark_catalog_conf
+from icepack_dagster.exceptions import ConfigurationError
+from icepack_dagster.settings import EmbeddedCatalogSettings, load_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import os
+
+    for key in [k for k in os.environ if k.startswith("ICEPACK_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("ICEPACK_HOME", str(tmp_path / "home"))
+
+
+def test_default_is_one_embedded_catalog_under_home(tmp_path: Path) -> None:
+    settings = load_settings()
+    assert list(settings.catalogs) == ["lake"]
+    assert isinstance(settings.catalogs["lake"], EmbeddedCatalogSettings)
+    props = pyiceberg_properties("lake", settings.catalogs["lake"], settings)
+    assert props["uri"].startswith(f"sqlite:///{tmp_path / 'home' / 'catalog.db'}")
+    assert props["warehouse"] == (tmp_path / "home" / "warehouse").as_uri()
+    conf = spark_catalog_conf("lake", settings.catalogs["lake"], settings)
+    assert conf["spark.sql.catalog.lake.uri"] == f"jdbc:sqlite:{tmp_path / 'home' / 'catalog.db'}"
+    assert conf["spark.sql.catalog.lake.warehouse"] == props["warehouse"]
+
+
+def test_rest_catalog_without_secret_names_the_missing_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ICEPACK_CATALOGS__PROD__KIND", "rest")
+    monkeypatch.setenv("ICEPACK_CATALOGS__PROD__URI", "https://polaris.example.com/api/catalog")
+    monkeypatch.setenv("ICEPACK_CATALOGS__PROD__WAREHOUSE", "prod")
+    monkeypatch.setenv("ICEPACK_CATALOGS__PROD__CLIENT_ID", "icepack")
+    with pytest.raises(ConfigurationError, match="client_secret is missing"):
+        load_settings()
+
+
+def test_rest_catalog_maps_to_both_engines_and_secrets_stay_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ICEPACK_CATALOGS__PROD__KIND", "rest")
+    monkeypatch.setenv("ICEPACK_CATALOGS__PROD__URI", "https://polaris.example.com/api/catalog")
+    monkeypatch.setenv("ICEPACK_CATALOGS__PROD__WAREHOUSE", "prod")
+    monkeypatch.setenv("ICEPACK_CATALOGS__PROD__CLIENT_ID", "icepack")
+    monkeypatch.setenv("ICEPACK_CATALOGS__PROD__CLIENT_SECRET", "s3cr3t-value")
+    monkeypatch.setenv("ICEPACK_CATALOGS__PROD__VENDED_CREDENTIALS", "true")
+    settings = load_settings()
+    catalog = settings.catalogs["prod"]
+    props = pyiceberg_properties("prod", catalog, settings)
+    conf = spark_catalog_conf("prod", catalog, settings)
+    assert props["credential"] == "icepack:s3cr3t-value" == conf["spark.sql.catalog.prod.credential"]
+    assert props["scope"] == "PRINCIPAL_ROLE:ALL" == conf["spark.sql.catalog.prod.scope"]
+    assert props["header.X-Iceberg-Access-Delegation"] == "vended-credentials"
+    assert conf["spark.sql.catalog.prod.header.X-Iceberg-Access-Delegation"] == "vended-credentials"
+    assert "s3cr3t-value" not in settings.model_dump_json()
+    assert "s3cr3t-value" not in repr(settings)
+    assert "s3cr3t-value" not in str(redact_conf(conf)) + str(redact_conf(props))
+
+
+def test_yaml_file_is_read_and_env_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "icepack.yaml"
+    config.write_text("spark:\n  master: spark://sparkmaster:7077\nstatus_workers: 4\n")
+    monkeypatch.setenv("ICEPACK_CONFIG", str(config))
+    monkeypatch.setenv("ICEPACK_STATUS_WORKERS", "2")
+    settings = load_settings()
+    assert settings.spark.master == "spark://sparkmaster:7077"
+    assert settings.status_workers == 2
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field"),
+    [
+        ("ICEPACK_SPARK__MASTER", "http://nope", "spark.master"),
+        ("ICEPACK_STATUS_WORKERS", "0", "status_workers"),
+        ("ICEPACK_DEFAULT_CATALOG", "missing", "default_catalog"),
+        ("ICEPACK_THRESHOLDS__MANIFEST_COUNT_CRITICAL", "1", "thresholds"),
+    ],
+)
+def test_invalid_settings_name_the_field(monkeypatch: pytest.MonkeyPatch, variable: str, value: str, field: str) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigurationError, match=field):
+        load_settings()
+
+
+def test_postgres_password_is_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings(
+        catalogs={"pg": {"kind": "postgres", "database": "cat", "user": "ice", "password": "pw-123456",
+                         "warehouse": "s3://bucket/wh"}}
+    )
+    props = pyiceberg_properties("pg", settings.catalogs["pg"], settings)
+    assert "pw-123456" in props["uri"]
+    assert "pw-123456" not in str(redact_conf(props))
+    assert "pw-123456" not in settings.model_dump_json()

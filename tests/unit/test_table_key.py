@@ -1,0 +1,51 @@
+"""Contract: the table-key text form (also the Dagster partition key) round-trips for every key,
+including names with dots, percent signs, commas, control characters and unicode; people can type
+'ns.table' or 'catalog.ns.table'."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from icepack_dagster.domain.table_key import TableKey, parse_table_key, resolve_table_argument
+from icepack_dagster.exceptions import InvalidTableIdentifierError
+
+part = st.text(min_size=1, max_size=20)
+
+
+@given(catalog=part, namespace=st.lists(part, min_size=1, max_size=3), name=part)
+def test_text_form_round_trips(catalog: str, namespace: list[str], name: str) -> None:
+    key = TableKey(catalog=catalog, namespace=tuple(namespace), name=name)
+    assert parse_table_key(key.text) == key
+    assert "," not in key.text and "\n" not in key.text
+
+
+def test_plain_names_read_naturally() -> None:
+    key = TableKey(catalog="lake", namespace=("sales", "eu"), name="orders")
+    assert key.text == "lake.sales.eu.orders"
+    assert key.dotted == "sales.eu.orders"
+    assert key.display(with_catalog=True) == "lake.sales.eu.orders"
+    assert key.display(with_catalog=False) == "sales.eu.orders"
+
+
+def test_dotted_name_is_escaped() -> None:
+    key = TableKey(catalog="lake", namespace=("a.b",), name="t")
+    assert key.text == "lake.a%2Eb.t"
+
+
+@pytest.mark.parametrize("bad", ["", "lake", "lake.t", "lake..t", ".a.b"])
+def test_malformed_keys_are_refused(bad: str) -> None:
+    with pytest.raises(InvalidTableIdentifierError, match="not a table key"):
+        parse_table_key(bad)
+
+
+def test_people_may_omit_the_catalog() -> None:
+    assert resolve_table_argument("demo.t", ["lake", "pg"], "lake") == TableKey(
+        catalog="lake", namespace=("demo",), name="t"
+    )
+    assert resolve_table_argument("pg.demo.t", ["lake", "pg"], "lake").catalog == "pg"
+    # a first part that is not a catalog is a namespace level
+    assert resolve_table_argument("a.b.t", ["lake"], "lake").namespace == ("a", "b")
+    with pytest.raises(InvalidTableIdentifierError, match="namespace.table"):
+        resolve_table_argument("justatable", ["lake"], "lake")
