@@ -1,0 +1,46 @@
+"""Health: a policy-independent judgement of one table's status. Field names are a public contract
+(`icepack health --json`, Dagster metadata, the maintenance sensor reads `state` back)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class HealthState(StrEnum):
+    """Overall state. `unknown` means status could not be measured (catalog outage, unreadable
+    metadata): never treated as healthy, never maintained automatically."""
+
+    HEALTHY = "healthy"
+    WARNING = "warning"
+    CRITICAL = "critical"
+    UNKNOWN = "unknown"
+
+
+class Severity(StrEnum):
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class HealthIssue(BaseModel):
+    """One problem: a stable machine code, its severity, the metric and threshold it crossed, and a
+    sentence a person understands."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+    severity: Severity
+    metric: str
+    value: float
+    threshold: float
+    message: str
+
+
+class TableHealth(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    table: str
+    state: HealthState
+    issues: tuple[HealthIssue, ...] = ()
+    error: str | None = Field(default=None, description="Why the state is unknown, when it is")
