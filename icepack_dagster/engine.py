@@ -139,7 +139,9 @@ class Engine:
         recommendation = recommendation or self.recommend(key, status, now=started)
         chosen = [a for a in recommendation.actions if only is None or a.action in only]
         skipped = [
-            ActionResult(action=s.action, status="skipped", statements=(), duration_seconds=0, reason=s.reason)
+            ActionResult(
+                action=s.action, status="skipped", statements=(), duration_seconds=0, reason=s.reason
+            )
             for s in recommendation.skipped
             if only is None or s.action in only
         ]

@@ -6,7 +6,7 @@ from typing import Any
 
 from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.policy import EffectivePolicy
+from icepack_dagster.domain.policy import EffectivePolicy, explain_policy
 from icepack_dagster.domain.recommendation_model import Recommendation
 from icepack_dagster.domain.status import TableStatus
 
@@ -74,12 +74,11 @@ def format_recommendation(name: str, r: Recommendation) -> str:
 
 
 def format_policy(name: str, effective: EffectivePolicy, explain: bool) -> str:
-    values = effective.policy.model_dump(mode="json")
+    rows = explain_policy(effective)
+    width = max(len(field) for field, _, _ in rows)
     lines = [f"{name}: effective policy"]
-    width = max(len(k) for k in values)
-    for field, value in values.items():
-        source = f"   <- {effective.sources.get(field, 'default')}" if explain else ""
-        lines.append(f"  {field.ljust(width)}  {value}{source}")
+    for field, value, source in rows:
+        lines.append(f"  {field.ljust(width)}  {value}" + (f"   <- {source}" if explain else ""))
     return "\n".join(lines)
 
 

@@ -14,3 +14,14 @@ def table_fingerprint(spark: Any, qualified: str) -> tuple[int, str]:
         f"coalesce(sum(hash(to_json(struct(*)))), 0) AS h2 FROM {qualified}"
     ).collect()[0]
     return int(row["n"]), f"{row['h1']}:{row['h2']}"
+
+
+def arrow_fingerprint(table: Any) -> tuple[int, str]:
+    """(row count, order-independent checksum) of a PyIceberg table read through PyIceberg itself
+    (deletes applied): an independent reader for tests that cannot share the test's Spark session."""
+    import hashlib
+    import json
+
+    rows = table.scan().to_arrow().to_pylist()
+    digests = sorted(hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in rows)
+    return len(rows), hashlib.sha256("".join(digests).encode()).hexdigest()

@@ -78,8 +78,8 @@ class HistoryStore:
             _metadata.create_all(self._engine)
         except SQLAlchemyError as error:
             raise ConfigurationError(
-                f"maintenance history database ({self._redacted(url)}) is not usable: {type(error).__name__}. "
-                "Check ICEPACK_STATE_URL."
+                f"maintenance history database ({self._redacted(url)}) is not usable: "
+                f"{type(error).__name__}. Check ICEPACK_STATE_URL."
             ) from None
 
     @staticmethod

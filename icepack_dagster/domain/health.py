@@ -1,0 +1,170 @@
+"""Health: judge one table's status against the operator's thresholds.
+
+Each check yields at most one issue with a stable code; the table's state is its worst issue. A metric
+at or above a threshold crosses it. Pure and policy-independent: the same status and thresholds always
+give the same health, in microseconds, so it can run for every table on every sync.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from icepack_dagster.domain.health_model import HealthIssue, HealthState, Severity, TableHealth
+from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.status import TableStatus
+
+SMALL_FILES = "SMALL_FILES"
+TOO_MANY_MANIFESTS = "TOO_MANY_MANIFESTS"
+DELETE_FILE_BUILDUP = "DELETE_FILE_BUILDUP"
+SNAPSHOT_BACKLOG = "SNAPSHOT_BACKLOG"
+OLD_SNAPSHOTS = "OLD_SNAPSHOTS"
+METADATA_LOG_GROWTH = "METADATA_LOG_GROWTH"
+
+ISSUE_CODES: tuple[str, ...] = (
+    SMALL_FILES,
+    TOO_MANY_MANIFESTS,
+    DELETE_FILE_BUILDUP,
+    SNAPSHOT_BACKLOG,
+    OLD_SNAPSHOTS,
+    METADATA_LOG_GROWTH,
+)
+
+# `unknown` ranks above `critical`: a table that cannot be measured needs a person most.
+_STATE_RANK = {
+    HealthState.HEALTHY: 0, HealthState.WARNING: 1, HealthState.CRITICAL: 2, HealthState.UNKNOWN: 3
+}
+
+
+def format_bytes(size: float) -> str:
+    """Binary units as people read them: `48 MiB`, `1.5 GiB`, `900 B`."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            text = f"{value:.1f}".removesuffix(".0")
+            return f"{text} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_hours(hours: float) -> str:
+    """`5.5 h` below two days, `9.5 days` above, so ages read naturally."""
+    if hours < 48:
+        return f"{hours:.1f}".removesuffix(".0") + " h"
+    return f"{hours / 24:.1f}".removesuffix(".0") + " days"
+
+
+def worst_state(states: Iterable[HealthState]) -> HealthState:
+    """The most severe of several states (healthy < warning < critical < unknown); healthy if none."""
+    return max(states, key=_STATE_RANK.__getitem__, default=HealthState.HEALTHY)
+
+
+def _issue(
+    code: str, metric: str, value: float, levels: tuple[float, float], message: Callable[[float], str]
+) -> HealthIssue | None:
+    """An issue when `value` reaches the (warning, critical) levels; the message gets the level crossed."""
+    warning, critical = levels
+    if value < warning:  # critical is never below warning (HealthThresholds checks it)
+        return None
+    severity, threshold = (Severity.CRITICAL, critical) if value >= critical else (Severity.WARNING, warning)
+    return HealthIssue(
+        code=code, severity=severity, metric=metric, value=value, threshold=threshold,
+        message=message(threshold),
+    )
+
+
+def _small_files(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
+    if s.small_file_count < t.small_file_min_count:
+        return None
+    ratio = s.small_file_ratio
+    levels = (t.small_file_ratio_warning, t.small_file_ratio_critical)
+    return _issue(
+        SMALL_FILES, "small_file_ratio", ratio, levels,
+        lambda threshold: (
+            f"{s.small_file_count} of {s.live_data_files} data files ({ratio:.0%}) are under "
+            f"{format_bytes(s.small_file_threshold_bytes)} (threshold {threshold:.0%}); "
+            "compaction would merge them"
+        ),
+    )
+
+
+def _manifests(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
+    levels = (t.manifest_count_warning, t.manifest_count_critical)
+    return _issue(
+        TOO_MANY_MANIFESTS, "manifest_count", s.manifest_count, levels,
+        lambda threshold: (
+            f"the current snapshot has {s.manifest_count} manifests (threshold {threshold:g}), "
+            f"{format_bytes(s.manifest_bytes)} in all; every query plans over each of them, "
+            "rewriting manifests would merge them"
+        ),
+    )
+
+
+def _deletes(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
+    if s.live_delete_files < t.delete_file_min_count:
+        return None
+    ratio = s.delete_file_ratio
+    levels = (t.delete_file_ratio_warning, t.delete_file_ratio_critical)
+    return _issue(
+        DELETE_FILE_BUILDUP, "delete_file_ratio", ratio, levels,
+        lambda threshold: (
+            f"{s.live_delete_files} delete files ({s.live_position_delete_files} position, "
+            f"{s.live_equality_delete_files} equality) for {s.live_data_files} data files "
+            f"({ratio:.2g} per data file, threshold {threshold:g}); every read applies them, "
+            "rewriting would fold them into the data"
+        ),
+    )
+
+
+def _snapshot_count(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
+    levels = (t.snapshot_count_warning, t.snapshot_count_critical)
+    return _issue(
+        SNAPSHOT_BACKLOG, "snapshot_count", s.snapshot_count, levels,
+        lambda threshold: (
+            f"{s.snapshot_count} snapshots are retained (threshold {threshold:g}); they keep replaced "
+            "files on storage and grow the metadata, expiring snapshots would release them"
+        ),
+    )
+
+
+def _snapshot_age(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
+    if s.oldest_snapshot_age_seconds is None:
+        return None
+    hours = s.oldest_snapshot_age_seconds / 3600
+    levels = (t.snapshot_age_warning_hours, t.snapshot_age_critical_hours)
+    return _issue(
+        OLD_SNAPSHOTS, "oldest_snapshot_age_hours", hours, levels,
+        lambda threshold: (
+            f"the oldest retained snapshot is {format_hours(hours)} old "
+            f"(threshold {format_hours(threshold)}); files only it references stay on storage "
+            "until it is expired"
+        ),
+    )
+
+
+def _metadata_log(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
+    levels = (t.metadata_log_warning, t.metadata_log_critical)
+    return _issue(
+        METADATA_LOG_GROWTH, "metadata_log_entries", s.metadata_log_entries, levels,
+        lambda threshold: (
+            f"the metadata log lists {s.metadata_log_entries} previous metadata files (threshold "
+            f"{threshold:g}); lower write.metadata.previous-versions-max and set "
+            "write.metadata.delete-after-commit.enabled=true so commits prune it"
+        ),
+    )
+
+
+_CHECKS = (_small_files, _manifests, _deletes, _snapshot_count, _snapshot_age, _metadata_log)
+
+
+def assess_health(status: TableStatus, thresholds: HealthThresholds) -> TableHealth:
+    """Judge a measured table; a table with no snapshot holds nothing to maintain and is healthy."""
+    if status.snapshot_id is None:
+        return TableHealth(table=status.table, state=HealthState.HEALTHY)
+    issues = tuple(issue for check in _CHECKS if (issue := check(status, thresholds)) is not None)
+    state = worst_state(HealthState(issue.severity.value) for issue in issues)
+    return TableHealth(table=status.table, state=state, issues=issues)
+
+
+def unknown_health(table: str, error: str) -> TableHealth:
+    """Health of a table whose status could not be measured: never healthy, never maintained."""
+    return TableHealth(table=table, state=HealthState.UNKNOWN, error=error)

@@ -1,0 +1,385 @@
+"""Maintenance policy: how often, how hard and when each table is maintained, and who decided it.
+
+Layers, weakest first: built-in defaults, then policy-file rules whose pattern matches the table (in file
+order), then the table's own `icepack.*` properties, so the people who own a table can tune it in the
+table itself. Every value is validated where it enters, so a bad value names the table, the field and
+why (docs/POLICY.md). The orphan-file age never goes below Iceberg's 24-hour guard, from any layer.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from fnmatch import fnmatchcase
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from icepack_dagster.domain.actions import ACTION_ORDER, MaintenanceAction
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import InvalidPolicyError
+
+ORPHAN_MIN_HOURS = 24.0
+_MAX_HOURS = 10 * 366 * 24  # ten years: anything longer is a typo
+
+
+def _orphan_floor(hours: float) -> float:
+    if hours < ORPHAN_MIN_HOURS:
+        raise ValueError(
+            f"must be at least {ORPHAN_MIN_HOURS:g} hours: Iceberg refuses to remove younger orphan files, "
+            "which may belong to writes still in flight"
+        )
+    return hours
+
+
+Hours = Annotated[float, Field(strict=True, ge=0, le=_MAX_HOURS, allow_inf_nan=False)]
+CadenceHours = Annotated[float, Field(strict=True, ge=0, le=366 * 24, allow_inf_nan=False)]
+OrphanHours = Annotated[
+    float, Field(strict=True, le=_MAX_HOURS, allow_inf_nan=False), AfterValidator(_orphan_floor)
+]
+FileSize = Annotated[int, Field(strict=True, ge=1024, le=64 * 1024**3)]
+FileCount = Annotated[int, Field(strict=True, ge=1, le=100_000)]
+Failures = Annotated[int, Field(strict=True, ge=1, le=1000)]
+Boost = Annotated[float, Field(strict=True, ge=0, le=1000, allow_inf_nan=False)]
+Flag = Annotated[bool, Field(strict=True)]
+
+
+_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_FULL_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_HOURS = re.compile(r"^(?P<start>[0-9]{1,2})(:00)?-(?P<end>[0-9]{1,2})(:00)?$", re.ASCII)
+
+
+def _day(name: str) -> int:
+    lowered = name.lower()
+    for index, (short, full) in enumerate(zip(_DAYS, _FULL_DAYS, strict=True)):
+        if lowered in (short, full):
+            return index
+    raise ValueError(f"{name!r} is not a day of the week ({', '.join(_DAYS)})")
+
+
+def _window_fields(text: str) -> dict[str, Any]:
+    """`[days] [HH-HH]`: days like `sat,sun` or `mon-fri` (default every day), hours default 00-24."""
+    tokens = text.split()
+    if not tokens or len(tokens) > 2:
+        raise ValueError(f"{text!r} is not a window: write days and hours, e.g. 'mon-fri 22-06' or 'sat,sun'")
+    fields: dict[str, Any] = {}
+    if hours := _HOURS.match(tokens[-1]):
+        fields.update(start_hour=int(hours["start"]), end_hour=int(hours["end"]))
+        tokens.pop()
+    elif any(c.isdigit() for c in tokens[-1]):
+        raise ValueError(f"{tokens[-1]!r} is not an hour range: write whole UTC hours like 22-06 or 00-24")
+    if tokens:
+        days: set[int] = set()
+        for part in tokens[0].split(","):
+            first, dash, last = part.partition("-")
+            start = _day(first)
+            span = (_day(last) - start) % 7 if dash else 0
+            days.update((start + step) % 7 for step in range(span + 1))
+        fields["days"] = tuple(sorted(days))
+    return fields
+
+
+class MaintenanceWindow(BaseModel):
+    """Days of the week and whole hours [start, end) in UTC, written `mon-fri 22-06` or `sat,sun`.
+
+    An end before the start wraps past midnight: the window opens on each listed day at the start hour
+    and closes the next morning, so `fri 22-06` includes Saturday 03:00 but not Friday 03:00.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    days: tuple[Annotated[int, Field(ge=0, le=6)], ...] = Field(
+        default=tuple(range(7)), min_length=1, description="0 = Monday ... 6 = Sunday"
+    )
+    start_hour: int = Field(default=0, ge=0, le=23)
+    end_hour: int = Field(default=24, ge=1, le=24)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, value: Any) -> Any:
+        return _window_fields(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> MaintenanceWindow:
+        if self.start_hour == self.end_hour:
+            raise ValueError("start and end hour are equal, so the window is empty; write 00-24 for all day")
+        return self
+
+    @field_validator("days")
+    @classmethod
+    def _sorted_days(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(sorted(set(value)))
+
+    @model_serializer(mode="plain")
+    def _as_text(self) -> str:
+        return self.text
+
+    @property
+    def text(self) -> str:
+        """The window as written in properties and the policy file; parsing it gives the same window."""
+        runs: list[list[int]] = []
+        for day in self.days:
+            if runs and runs[-1][-1] == day - 1:
+                runs[-1].append(day)
+            else:
+                runs.append([day])
+        days = ",".join(
+            f"{_DAYS[r[0]]}-{_DAYS[r[-1]]}" if len(r) > 2 else ",".join(_DAYS[d] for d in r) for r in runs
+        )
+        return f"{days} {self.start_hour:02d}-{self.end_hour:02d}"
+
+    def contains(self, moment: datetime) -> bool:
+        """Whether a UTC moment falls inside the window."""
+        day, hour = moment.weekday(), moment.hour
+        if self.start_hour < self.end_hour:
+            return day in self.days and self.start_hour <= hour < self.end_hour
+        return (day in self.days and hour >= self.start_hour) or (
+            (day - 1) % 7 in self.days and hour < self.end_hour
+        )
+
+
+def parse_windows(text: str) -> tuple[MaintenanceWindow, ...]:
+    """Windows separated by `;` (the form of the `icepack.window` property)."""
+    parts = [part.strip() for part in text.split(";")]
+    if not any(parts):
+        raise ValueError("no window given: write e.g. 'mon-fri 22-06' or 'sat,sun'; leave unset for any time")
+    return tuple(MaintenanceWindow.model_validate(part) for part in parts if part)
+
+
+def _all_actions() -> dict[MaintenanceAction, bool]:
+    return {action: True for action in ACTION_ORDER}
+
+
+class Policy(BaseModel):
+    """The effective maintenance policy of one table. Defaults are the safe built-in layer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: Flag = True
+    cadence_hours: CadenceHours = Field(default=24.0, description="Least time between two runs of one action")
+    target_file_size_bytes: FileSize | None = Field(
+        default=None, description="None: the table's write.target-file-size-bytes, else 512 MiB"
+    )
+    min_input_files: FileCount = Field(default=5, description="Rewrite only file groups of this many files")
+    snapshot_max_age_hours: Hours = Field(default=120.0, description="Expire snapshots older than this")
+    snapshot_retain_last: FileCount = Field(default=5, description="Always keep this many newest snapshots")
+    orphan_older_than_hours: OrphanHours = Field(default=72.0, description="Only older unreferenced files go")
+    actions: dict[MaintenanceAction, Flag] = Field(default_factory=_all_actions)
+    quarantine_after_failures: Failures = 3
+    windows: tuple[MaintenanceWindow, ...] = Field(default=(), description="Empty: any time (UTC)")
+    priority_boost: Boost = 1.0
+
+    @field_validator("actions")
+    @classmethod
+    def _complete_actions(cls, value: dict[MaintenanceAction, bool]) -> dict[MaintenanceAction, bool]:
+        return {action: value.get(action, True) for action in ACTION_ORDER}
+
+    def action_enabled(self, action: MaintenanceAction) -> bool:
+        return self.actions.get(action, True)
+
+
+class PolicyOverrides(BaseModel):
+    """Values one layer sets; None (or an action left out) inherits from the weaker layers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: Flag | None = None
+    cadence_hours: CadenceHours | None = None
+    target_file_size_bytes: FileSize | None = None
+    min_input_files: FileCount | None = None
+    snapshot_max_age_hours: Hours | None = None
+    snapshot_retain_last: FileCount | None = None
+    orphan_older_than_hours: OrphanHours | None = None
+    actions: dict[MaintenanceAction, Flag] = Field(default_factory=dict)
+    quarantine_after_failures: Failures | None = None
+    windows: tuple[MaintenanceWindow, ...] | None = None
+    priority_boost: Boost | None = None
+
+    @field_validator("windows", mode="before")
+    @classmethod
+    def _window_text(cls, value: Any) -> Any:
+        return parse_windows(value) if isinstance(value, str) else value
+
+
+class PolicyRule(PolicyOverrides):
+    """One policy-file rule: fnmatch pattern(s) on `catalog.ns.table` or `ns.table`, and its values."""
+
+    match: Annotated[tuple[Annotated[str, Field(min_length=1)], ...], Field(min_length=1)]
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _one_pattern(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    def matching_pattern(self, table: TableKey) -> str | None:
+        """The first pattern that matches the table, if any (case-sensitive, like table names)."""
+        names = (f"{table.catalog}.{table.dotted}", table.dotted)
+        return next((p for p in self.match if any(fnmatchcase(n, p) for n in names)), None)
+
+
+class EffectivePolicy(BaseModel):
+    """The resolved policy and, per field (`actions.<action>` per action), the layer that set it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: Policy
+    sources: dict[str, str]
+
+
+DEFAULT = "default"
+_PROPERTY_PREFIX = "icepack."
+_IGNORED_PREFIXES = ("icepack.spark.sql.",)  # Spark SQL overrides: domain/spark_overrides.py
+_IGNORED_KEYS = frozenset({"icepack.small-file-threshold-bytes"})  # read by the status reader
+_ACTION_PROPERTY = re.compile(r"^icepack\.action\.(?P<action>.+)\.enabled$")
+_INT = re.compile(r"^[+-]?[0-9]+$", re.ASCII)
+_FLOAT = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$", re.ASCII)
+_MAX_NUMBER_TEXT = 40  # longer digit strings are never a sensible setting
+
+
+def _parse_int(text: str) -> int:
+    if len(text) > _MAX_NUMBER_TEXT or not _INT.match(text):
+        raise ValueError("must be a whole number written with digits 0-9")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    if len(text) > _MAX_NUMBER_TEXT or not _FLOAT.match(text):
+        raise ValueError("must be a number written with digits 0-9 (e.g. 6 or 0.5)")
+    return float(text)
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return lowered == "true"
+
+
+_PROPERTIES: dict[str, tuple[str, Any]] = {
+    "icepack.enabled": ("enabled", _parse_bool),
+    "icepack.cadence-hours": ("cadence_hours", _parse_float),
+    "icepack.target-file-size-bytes": ("target_file_size_bytes", _parse_int),
+    "icepack.min-input-files": ("min_input_files", _parse_int),
+    "icepack.snapshot.max-age-hours": ("snapshot_max_age_hours", _parse_float),
+    "icepack.snapshot.retain-last": ("snapshot_retain_last", _parse_int),
+    "icepack.orphan.older-than-hours": ("orphan_older_than_hours", _parse_float),
+    "icepack.window": ("windows", parse_windows),
+    "icepack.quarantine-after-failures": ("quarantine_after_failures", _parse_int),
+    "icepack.priority-boost": ("priority_boost", _parse_float),
+}
+PROPERTY_NAMES: tuple[str, ...] = (
+    *_PROPERTIES, *(f"icepack.action.{action}.enabled" for action in ACTION_ORDER)
+)
+
+
+def _first_error(error: ValidationError) -> str:
+    problem = error.errors(include_url=False)[0]
+    return str(problem["msg"]).removeprefix("Value error, ")
+
+
+def _property_overrides(table: str, key: str, raw: str) -> PolicyOverrides | None:
+    """One `icepack.*` property as overrides; None for the keys other components own."""
+    if key in _IGNORED_KEYS or key.startswith(_IGNORED_PREFIXES):
+        return None
+    text = raw.strip()
+    try:
+        if action_match := _ACTION_PROPERTY.match(key):
+            name = action_match["action"]
+            if name not in {a.value for a in ACTION_ORDER}:
+                raise ValueError(f"unknown action {name!r}; actions: {', '.join(ACTION_ORDER)}")
+            return PolicyOverrides(actions={MaintenanceAction(name): _parse_bool(text)})
+        if key not in _PROPERTIES:
+            raise ValueError(f"unknown icepack property; known: {', '.join(PROPERTY_NAMES)} (docs/POLICY.md)")
+        field, parse = _PROPERTIES[key]
+        return PolicyOverrides.model_validate({field: parse(text)})
+    except ValidationError as error:
+        raise InvalidPolicyError(table, key, raw, _first_error(error)) from None
+    except ValueError as error:
+        raise InvalidPolicyError(table, key, raw, str(error)) from None
+
+
+def resolve_policy(
+    table: TableKey, properties: dict[str, str], rules: tuple[PolicyRule, ...]
+) -> EffectivePolicy:
+    """Layer defaults, matching policy-file rules and `icepack.*` table properties into one policy.
+
+    Raises InvalidPolicyError naming the table and the property for any invalid or unknown
+    `icepack.*` property; the rules were validated when the policy file was loaded.
+    """
+    default = Policy()
+    values: dict[str, Any] = {name: getattr(default, name) for name in Policy.model_fields}
+    actions = dict(default.actions)
+    sources = {name: DEFAULT for name in Policy.model_fields if name != "actions"}
+    sources.update({f"actions.{action}": DEFAULT for action in ACTION_ORDER})
+
+    def apply(overrides: PolicyOverrides, source: str) -> None:
+        for name in PolicyOverrides.model_fields:
+            value = getattr(overrides, name)
+            if name == "actions":
+                actions.update(value)
+                sources.update({f"actions.{action}": source for action in value})
+            elif value is not None:
+                values[name] = value
+                sources[name] = source
+
+    for number, rule in enumerate(rules, start=1):
+        pattern = rule.matching_pattern(table)
+        if pattern is not None:
+            apply(rule, f"policy-file rule {number} ({pattern})")
+    for key in sorted(k for k in properties if k.startswith(_PROPERTY_PREFIX)):
+        overrides = _property_overrides(table.text, key, properties[key])
+        if overrides is not None:
+            apply(overrides, f"table property {key}")
+
+    values["actions"] = actions
+    action_sources = {sources[f"actions.{a}"] for a in ACTION_ORDER}
+    mixed = "per action, see actions.<action>"
+    sources["actions"] = action_sources.pop() if len(action_sources) == 1 else mixed
+    return EffectivePolicy(policy=Policy.model_validate(values), sources=sources)
+
+
+def _display(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def explain_policy(effective: EffectivePolicy) -> list[tuple[str, str, str]]:
+    """(field, value, source) rows in field order, one row per action, for `icepack policy --explain`."""
+    policy, sources = effective.policy, effective.sources
+    rows: list[tuple[str, str, str]] = []
+    for name in Policy.model_fields:
+        value = getattr(policy, name)
+        if name == "actions":
+            rows += [
+                (f"actions.{a}", _display(policy.action_enabled(a)), sources.get(f"actions.{a}", DEFAULT))
+                for a in ACTION_ORDER
+            ]
+            continue
+        if name == "target_file_size_bytes" and value is None:
+            shown = "table default (write.target-file-size-bytes, else 536870912)"
+        elif name == "windows":
+            shown = "; ".join(w.text for w in value) if value else "any time"
+        else:
+            shown = _display(value)
+        rows.append((name, shown, sources.get(name, DEFAULT)))
+    return rows
+
+
+def in_window(policy: Policy, now: datetime) -> bool:
+    """Whether maintenance may start at `now` (UTC; a naive datetime is taken as UTC)."""
+    if not policy.windows:
+        return True
+    moment = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+    return any(window.contains(moment) for window in policy.windows)

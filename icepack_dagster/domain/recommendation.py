@@ -1,0 +1,276 @@
+"""Recommendation: which maintenance one table should get now, with options, a reason and a priority;
+and, for every action left out, the reason it was left out.
+
+Gates apply in this order: unknown health, table disabled, quarantine, no snapshot (all actions); then
+per action: disabled by policy, gc.enabled=false (destructive actions), cadence, and finally whether
+the metadata shows anything to gain. The gains are estimates from metadata alone (docs/POLICY.md,
+"Recommendation"). Pure and deterministic given `now`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from math import ceil
+
+from icepack_dagster.domain.actions import ACTION_ORDER, MaintenanceAction
+from icepack_dagster.domain.health import (
+    DELETE_FILE_BUILDUP,
+    SMALL_FILES,
+    TOO_MANY_MANIFESTS,
+    format_bytes,
+    format_hours,
+)
+from icepack_dagster.domain.health_model import HealthState, TableHealth
+from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.policy import Policy
+from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
+from icepack_dagster.domain.status import TableStatus
+
+ORPHAN_CADENCE_HOURS = 7 * 24  # orphans are invisible in metadata: look for them at most weekly
+MANIFEST_TARGET_BYTES = 8 * 1024**2  # Iceberg's commit.manifest.target-size-bytes default
+MANIFEST_MIN_COUNT = 10
+FIXED_COST = 1.0  # per action: planning, a commit, a Spark job
+COST_BYTES = 1024**3  # one cost unit per GiB read and rewritten
+GAIN_BYTES = 128 * 1024**2  # reclaiming 128 MiB is worth as much as removing one file
+
+GC_DISABLED = "gc.enabled=false on the table: destructive actions are never run"
+
+
+@dataclass(frozen=True)
+class _Gain:
+    files_removed: int = 0
+    bytes_reclaimed: int = 0
+    bytes_to_rewrite: int = 0
+
+
+@dataclass(frozen=True)
+class _Plan:
+    reason: str
+    options: dict[str, str] = field(default_factory=dict)
+    gain: _Gain = _Gain()
+
+
+def _priority(gains: list[_Gain], boost: float) -> float:
+    """Expected gain over cost: files removed (plus bytes reclaimed, weighted) per unit of work."""
+    gain = sum(g.files_removed + g.bytes_reclaimed / GAIN_BYTES for g in gains)
+    cost = FIXED_COST * len(gains) + sum(g.bytes_to_rewrite for g in gains) / COST_BYTES
+    return round(gain / cost * boost, 6) if gains else 0.0
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _timestamp(moment: datetime) -> str:
+    """ISO 8601 in UTC, floored to the second: flooring only ever keeps more, never deletes more."""
+    return moment.replace(microsecond=0).isoformat(timespec="seconds")
+
+
+class _Planner:
+    """Decides each action in ACTION_ORDER for one table; later actions see what earlier ones do."""
+
+    def __init__(self, status: TableStatus, health: TableHealth, policy: Policy, now: datetime) -> None:
+        self.status, self.policy, self.now = status, policy, now
+        self.codes = {issue.code for issue in health.issues}
+        self.target = policy.target_file_size_bytes or status.target_file_size_bytes
+        self.applies_deletes = False
+
+    def plan(self, action: MaintenanceAction) -> _Plan | str:
+        """A plan, or why there is nothing to gain."""
+        planners = {
+            MaintenanceAction.REWRITE_DATA_FILES: self._data_files,
+            MaintenanceAction.REWRITE_POSITION_DELETE_FILES: self._position_deletes,
+            MaintenanceAction.REWRITE_MANIFESTS: self._manifests,
+            MaintenanceAction.EXPIRE_SNAPSHOTS: self._snapshots,
+            MaintenanceAction.REMOVE_ORPHAN_FILES: self._orphans,
+        }
+        return planners[action]()
+
+    def _data_files(self) -> _Plan | str:
+        s, min_files = self.status, self.policy.min_input_files
+        compact = SMALL_FILES in self.codes and s.small_file_count >= min_files
+        if not compact and not s.live_delete_files:
+            if SMALL_FILES in self.codes:
+                return f"{s.small_file_count} small data files, fewer than min_input_files {min_files}"
+            return (
+                f"{s.small_file_count} of {s.live_data_files} data files are small, under the SMALL_FILES "
+                "thresholds, and no delete files apply"
+            )
+        options = {"target-file-size-bytes": str(self.target), "min-input-files": str(min_files)}
+        reasons, removed, rewrite, reclaimed = [], 0, 0, 0
+        if compact:
+            merged = max(1, ceil(s.small_file_bytes / self.target))
+            removed, rewrite = max(0, s.small_file_count - merged), s.small_file_bytes
+            reasons.append(
+                f"{s.small_file_count} data files under {format_bytes(s.small_file_threshold_bytes)} "
+                f"({format_bytes(s.small_file_bytes)}) would merge into about {merged}"
+            )
+        if s.live_delete_files:
+            self.applies_deletes = True
+            options.update({"delete-file-threshold": "1", "remove-dangling-deletes": "true"})
+            removed += s.live_delete_files
+            reclaimed = s.live_delete_bytes
+            affected = min(s.live_data_bytes, ceil(s.live_delete_files * s.average_data_file_bytes))
+            rewrite = max(rewrite, affected)  # assume each delete file touches about one data file
+            reasons.append(
+                f"{s.live_delete_files} delete files apply to the data; rewriting the affected data files "
+                "applies them so reads stop merging them"
+            )
+        gain = _Gain(files_removed=removed, bytes_reclaimed=reclaimed, bytes_to_rewrite=rewrite)
+        return _Plan("; ".join(reasons), options, gain)
+
+    def _position_deletes(self) -> _Plan | str:
+        s = self.status
+        count = s.live_position_delete_files
+        if count == 0:
+            return "no position delete files"
+        if s.format_version >= 3:
+            return (
+                f"{count} deletion vectors (format v3) are already one per data file; "
+                "rewrite_data_files applies them"
+            )
+        if count < 2 and DELETE_FILE_BUILDUP not in self.codes:
+            return "1 position delete file: nothing to compact"
+        position_bytes = s.live_delete_bytes * count // max(s.live_delete_files, 1)
+        if self.applies_deletes:
+            return _Plan(
+                f"{count} position delete files become dangling once rewrite_data_files applies them; "
+                "rewriting all of them drops any left",
+                {"rewrite-all": "true"},
+                _Gain(bytes_to_rewrite=position_bytes),
+            )
+        merged = max(1, ceil(position_bytes / self.target))
+        return _Plan(
+            f"{count} position delete files ({format_bytes(position_bytes)}) would merge into about {merged}",
+            {"min-input-files": "2"},
+            _Gain(files_removed=max(0, count - merged), bytes_to_rewrite=position_bytes),
+        )
+
+    def _manifests(self) -> _Plan | str:
+        s = self.status
+        ideal = max(1, ceil(s.manifest_bytes / MANIFEST_TARGET_BYTES))
+        many = s.manifest_count >= max(MANIFEST_MIN_COUNT, 2 * ideal)
+        if not many and not (TOO_MANY_MANIFESTS in self.codes and s.manifest_count > ideal):
+            return f"{s.manifest_count} manifests ({format_bytes(s.manifest_bytes)}), about {ideal} ideally"
+        return _Plan(
+            f"{s.manifest_count} manifests ({format_bytes(s.manifest_bytes)}) would fit in about {ideal} "
+            f"of {format_bytes(MANIFEST_TARGET_BYTES)}; fewer manifests make query planning cheaper",
+            {},
+            _Gain(files_removed=s.manifest_count - ideal, bytes_to_rewrite=s.manifest_bytes),
+        )
+
+    def _snapshots(self) -> _Plan | str:
+        s, p = self.status, self.policy
+        count, keep, max_age = s.snapshot_count, p.snapshot_retain_last, p.snapshot_max_age_hours
+        if count <= keep:
+            return f"{count} snapshots, no more than snapshot_retain_last {keep}"
+        oldest = (s.oldest_snapshot_age_seconds or 0.0) / 3600
+        newest = (s.newest_snapshot_age_seconds or 0.0) / 3600
+        if oldest <= max_age:
+            return (
+                f"the oldest of {count} snapshots is {format_hours(oldest)} old, within "
+                f"snapshot_max_age_hours {max_age:g}; lower icepack.snapshot.max-age-hours to expire them"
+            )
+        # Ages are only known at the ends: assume commits spread evenly in between.
+        share = (oldest - max_age) / (oldest - newest) if oldest > newest else 1.0
+        expired = min(count - keep, max(1, round(count * share)))
+        return _Plan(
+            f"about {expired} of {count} snapshots are older than {format_hours(max_age)} "
+            f"(oldest {format_hours(oldest)}) beyond the newest {keep} kept",
+            {"older_than": _timestamp(self.now - timedelta(hours=max_age)), "retain_last": str(keep)},
+            _Gain(files_removed=expired),  # at least each expired snapshot's manifest list
+        )
+
+    def _orphans(self) -> _Plan:
+        hours = self.policy.orphan_older_than_hours
+        return _Plan(
+            "files no snapshot references cannot be seen in metadata; they are looked for at most "
+            f"every {format_hours(ORPHAN_CADENCE_HOURS)}, keeping any younger than {format_hours(hours)}",
+            {"older_than": _timestamp(self.now - timedelta(hours=hours))},
+        )
+
+
+def _table_gate(
+    status: TableStatus, health: TableHealth, policy: Policy, history: TableHistory
+) -> str | None:
+    if health.state is HealthState.UNKNOWN:
+        return f"health unknown: {health.error or 'status could not be measured'}"
+    if not policy.enabled:
+        return "table disabled"
+    if history.quarantined or history.consecutive_failures >= policy.quarantine_after_failures:
+        return (
+            f"quarantined after {history.consecutive_failures} consecutive failures: "
+            f"{history.last_error or 'no error recorded'}"
+        )
+    if status.snapshot_id is None:
+        return "table has no snapshot"
+    return None
+
+
+def _cadence_gate(
+    action: MaintenanceAction, policy: Policy, history: TableHistory, now: datetime
+) -> str | None:
+    cadence = policy.cadence_hours
+    if action is MaintenanceAction.REMOVE_ORPHAN_FILES:
+        cadence = max(cadence, ORPHAN_CADENCE_HOURS)
+    last = history.last_succeeded.get(action)
+    if last is None:
+        return None
+    elapsed = max(0.0, (now - _utc(last)).total_seconds() / 3600)
+    if elapsed >= cadence:
+        return None
+    return f"cadence not elapsed: last ran {elapsed:.1f} h ago, cadence {cadence:g} h"
+
+
+def recommend(
+    status: TableStatus, health: TableHealth, policy: Policy, history: TableHistory, now: datetime
+) -> Recommendation:
+    """What to run on this table now, in ACTION_ORDER, and why each other action is left out.
+
+    Maintenance windows are not checked here: `in_window` gates when a run may start, so a
+    recommendation can be shown at any time.
+    """
+    now = _utc(now)
+    gate = _table_gate(status, health, policy, history)
+    if gate is not None:
+        skipped_all = tuple(SkippedAction(action=a, reason=gate) for a in ACTION_ORDER)
+        return Recommendation(table=status.table, skipped=skipped_all)
+    gc_disabled = status.properties.get("gc.enabled", "true").strip().lower() == "false"
+    planner = _Planner(status, health, policy, now)
+    actions: list[RecommendedAction] = []
+    skipped: list[SkippedAction] = []
+    gains: list[_Gain] = []
+    for action in ACTION_ORDER:
+        reason: str | None = None
+        if not policy.action_enabled(action):
+            reason = f"disabled by policy (icepack.action.{action}.enabled=false)"
+        elif action.destructive and gc_disabled:
+            reason = GC_DISABLED
+        else:
+            reason = _cadence_gate(action, policy, history, now)
+        if reason is None:
+            plan = planner.plan(action)
+            if isinstance(plan, str):
+                reason = f"nothing to gain: {plan}"
+            else:
+                gains.append(plan.gain)
+                actions.append(
+                    RecommendedAction(
+                        action=action,
+                        reason=plan.reason,
+                        priority=_priority([plan.gain], policy.priority_boost),
+                        options=plan.options,
+                    )
+                )
+                continue
+        skipped.append(SkippedAction(action=action, reason=reason))
+    return Recommendation(
+        table=status.table,
+        actions=tuple(actions),
+        skipped=tuple(skipped),
+        priority=_priority(gains, policy.priority_boost),
+        expected_files_removed=sum(g.files_removed for g in gains),
+        expected_bytes_reclaimed=sum(g.bytes_reclaimed for g in gains),
+        estimated_bytes_to_rewrite=sum(g.bytes_to_rewrite for g in gains),
+    )

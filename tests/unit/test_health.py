@@ -1,0 +1,238 @@
+"""Health contract: each check raises its stable issue code exactly when its metric reaches the warning
+or critical threshold (at or above crosses; minimum counts gate small files and delete files), the
+table's state is its worst issue, a table with no snapshot is healthy, `unknown` is never healthy, and
+messages state the numbers a person needs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from icepack_dagster.domain.health import (
+    DELETE_FILE_BUILDUP,
+    ISSUE_CODES,
+    METADATA_LOG_GROWTH,
+    OLD_SNAPSHOTS,
+    SMALL_FILES,
+    SNAPSHOT_BACKLOG,
+    TOO_MANY_MANIFESTS,
+    assess_health,
+    format_bytes,
+    format_hours,
+    unknown_health,
+    worst_state,
+)
+from icepack_dagster.domain.health_model import HealthState, Severity
+from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.status import TableStatus
+
+NOW = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
+MiB = 1024**2
+DEFAULTS = HealthThresholds()
+
+
+def make_status(**overrides: Any) -> TableStatus:
+    """A healthy v2 table of ten 400 MiB files; overrides change single facts."""
+    fields: dict[str, Any] = dict(
+        table="lake.ns.t", collected_at=NOW, location="file:///warehouse/ns/t", format_version=2,
+        snapshot_id=1, live_data_files=10, live_position_delete_files=0, live_equality_delete_files=0,
+        live_data_bytes=10 * 400 * MiB, live_delete_bytes=0, total_records=1000,
+        position_delete_records=0, equality_delete_records=0, target_file_size_bytes=512 * MiB,
+        small_file_threshold_bytes=384 * MiB, small_file_count=0, small_file_bytes=0, file_size_histogram=(),
+        manifest_count=2, data_manifest_count=2, delete_manifest_count=0, manifest_bytes=20_000,
+        partition_count=1, partition_spec_count=1, snapshot_count=3, oldest_snapshot_age_seconds=36_000.0,
+        newest_snapshot_age_seconds=600.0, metadata_log_entries=3, branch_count=0, tag_count=0,
+    )
+    fields.update(overrides)
+    deletes = fields["live_position_delete_files"] + fields["live_equality_delete_files"]
+    fields.setdefault("live_delete_files", deletes)
+    return TableStatus(**fields)
+
+
+# code -> (overrides at warning level, overrides at critical level, overrides just below warning)
+CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
+    SMALL_FILES: (
+        dict(live_data_files=100, small_file_count=30),
+        dict(live_data_files=100, small_file_count=70),
+        dict(live_data_files=100, small_file_count=29),
+    ),
+    TOO_MANY_MANIFESTS: (dict(manifest_count=50), dict(manifest_count=500), dict(manifest_count=49)),
+    DELETE_FILE_BUILDUP: (
+        dict(live_data_files=100, live_position_delete_files=10),
+        dict(live_data_files=100, live_position_delete_files=30, live_equality_delete_files=20),
+        dict(live_data_files=100, live_position_delete_files=9),
+    ),
+    SNAPSHOT_BACKLOG: (dict(snapshot_count=100), dict(snapshot_count=1000), dict(snapshot_count=99)),
+    OLD_SNAPSHOTS: (
+        dict(oldest_snapshot_age_seconds=7 * 24 * 3600.0),
+        dict(oldest_snapshot_age_seconds=30 * 24 * 3600.0),
+        dict(oldest_snapshot_age_seconds=7 * 24 * 3600.0 - 1),
+    ),
+    METADATA_LOG_GROWTH: (
+        dict(metadata_log_entries=150), dict(metadata_log_entries=500), dict(metadata_log_entries=149)
+    ),
+}
+METRICS = {
+    SMALL_FILES: "small_file_ratio", TOO_MANY_MANIFESTS: "manifest_count",
+    DELETE_FILE_BUILDUP: "delete_file_ratio", SNAPSHOT_BACKLOG: "snapshot_count",
+    OLD_SNAPSHOTS: "oldest_snapshot_age_hours",
+    METADATA_LOG_GROWTH: "metadata_log_entries",
+}
+
+
+def test_every_issue_code_has_a_case() -> None:
+    assert set(CASES) == set(ISSUE_CODES) == set(METRICS)
+
+
+def test_a_table_within_every_threshold_is_healthy() -> None:
+    health = assess_health(make_status(), DEFAULTS)
+    assert health.state is HealthState.HEALTHY
+    assert health.issues == () and health.error is None and health.table == "lake.ns.t"
+
+
+@pytest.mark.parametrize("code", ISSUE_CODES)
+def test_metric_at_the_warning_threshold_is_a_warning(code: str) -> None:
+    health = assess_health(make_status(**CASES[code][0]), DEFAULTS)
+    [issue] = health.issues
+    assert (issue.code, issue.severity, issue.metric) == (code, Severity.WARNING, METRICS[code])
+    assert issue.value >= issue.threshold
+    assert health.state is HealthState.WARNING
+
+
+@pytest.mark.parametrize("code", ISSUE_CODES)
+def test_metric_at_the_critical_threshold_is_critical(code: str) -> None:
+    health = assess_health(make_status(**CASES[code][1]), DEFAULTS)
+    [issue] = health.issues
+    assert (issue.code, issue.severity) == (code, Severity.CRITICAL)
+    assert health.state is HealthState.CRITICAL
+
+
+@pytest.mark.parametrize("code", ISSUE_CODES)
+def test_metric_just_below_the_warning_threshold_is_no_issue(code: str) -> None:
+    assert assess_health(make_status(**CASES[code][2]), DEFAULTS).issues == ()
+
+
+def test_issue_carries_the_value_and_the_threshold_it_crossed() -> None:
+    [issue] = assess_health(make_status(manifest_count=120), DEFAULTS).issues
+    assert (issue.value, issue.threshold) == (120, 50)
+    [issue] = assess_health(make_status(manifest_count=900), DEFAULTS).issues
+    assert (issue.value, issue.threshold) == (900, 500)
+    [issue] = assess_health(make_status(oldest_snapshot_age_seconds=9 * 24 * 3600.0), DEFAULTS).issues
+    assert (issue.value, issue.threshold) == (216.0, 168.0)
+
+
+def test_small_files_below_the_minimum_count_are_never_an_issue() -> None:
+    every_file_small = make_status(live_data_files=7, small_file_count=7, small_file_bytes=7 * MiB)
+    assert assess_health(every_file_small, DEFAULTS).issues == ()
+    eight = make_status(live_data_files=8, small_file_count=8, small_file_bytes=8 * MiB)
+    assert [i.code for i in assess_health(eight, DEFAULTS).issues] == [SMALL_FILES]
+
+
+def test_delete_files_below_the_minimum_count_are_never_an_issue() -> None:
+    one_delete_for_one_file = make_status(live_data_files=1, live_position_delete_files=1)
+    assert assess_health(one_delete_for_one_file, DEFAULTS).issues == ()
+    raised_minimum = DEFAULTS.model_copy(update={"delete_file_min_count": 51})  # the case has 50
+    assert assess_health(make_status(**CASES[DELETE_FILE_BUILDUP][1]), raised_minimum).issues == ()
+
+
+def test_small_files_message_reads_like_a_sentence() -> None:
+    status = make_status(
+        live_data_files=400, small_file_count=312, small_file_bytes=312 * MiB,
+        small_file_threshold_bytes=48 * MiB,
+    )
+    [issue] = assess_health(status, DEFAULTS).issues
+    assert issue.message.startswith("312 of 400 data files (78%) are under 48 MiB")
+    assert issue.message.endswith("compaction would merge them")
+
+
+def test_messages_name_their_numbers() -> None:
+    status = make_status(
+        live_data_files=100, live_position_delete_files=30, live_equality_delete_files=20, manifest_count=60,
+        snapshot_count=150, oldest_snapshot_age_seconds=10 * 24 * 3600.0, metadata_log_entries=200,
+    )
+    messages = {i.code: i.message for i in assess_health(status, DEFAULTS).issues}
+    assert "60 manifests" in messages[TOO_MANY_MANIFESTS]
+    assert "50 delete files (30 position, 20 equality) for 100 data files" in messages[DELETE_FILE_BUILDUP]
+    assert messages[SNAPSHOT_BACKLOG].startswith("150 snapshots are retained")
+    assert "10 days old (threshold 7 days)" in messages[OLD_SNAPSHOTS]
+    assert "200 previous metadata files" in messages[METADATA_LOG_GROWTH]
+
+
+def test_state_is_the_worst_issue_and_issues_keep_a_stable_order() -> None:
+    status = make_status(manifest_count=600, snapshot_count=120, metadata_log_entries=160)
+    health = assess_health(status, DEFAULTS)
+    assert [i.code for i in health.issues] == [TOO_MANY_MANIFESTS, SNAPSHOT_BACKLOG, METADATA_LOG_GROWTH]
+    assert [i.severity for i in health.issues] == [Severity.CRITICAL, Severity.WARNING, Severity.WARNING]
+    assert health.state is HealthState.CRITICAL
+
+
+def test_a_table_with_no_snapshot_is_healthy() -> None:
+    empty = make_status(
+        snapshot_id=None, live_data_files=0, live_data_bytes=0, manifest_count=0, snapshot_count=0,
+        oldest_snapshot_age_seconds=None, newest_snapshot_age_seconds=None, metadata_log_entries=900,
+    )
+    assert assess_health(empty, DEFAULTS).state is HealthState.HEALTHY
+
+
+def test_a_missing_snapshot_age_is_no_age_issue() -> None:
+    status = make_status(oldest_snapshot_age_seconds=None, newest_snapshot_age_seconds=None)
+    assert assess_health(status, DEFAULTS).issues == ()
+
+
+def test_operator_thresholds_change_the_verdict() -> None:
+    strict = HealthThresholds(manifest_count_warning=2, manifest_count_critical=3)
+    [issue] = assess_health(make_status(manifest_count=3), strict).issues
+    assert (issue.code, issue.severity, issue.threshold) == (TOO_MANY_MANIFESTS, Severity.CRITICAL, 3)
+
+
+def test_unknown_health_is_never_healthy_and_says_why() -> None:
+    health = unknown_health("lake.ns.t", "catalog unreachable: connection refused")
+    assert health.state is HealthState.UNKNOWN
+    assert health.error == "catalog unreachable: connection refused"
+    assert health.issues == ()
+
+
+def test_state_ordering() -> None:
+    order = [HealthState.HEALTHY, HealthState.WARNING, HealthState.CRITICAL, HealthState.UNKNOWN]
+    for i, lower in enumerate(order):
+        for higher in order[i:]:
+            assert worst_state([lower, higher]) is higher
+            assert worst_state([higher, lower]) is higher
+    assert worst_state([]) is HealthState.HEALTHY
+
+
+def test_sizes_and_ages_are_formatted_for_people() -> None:
+    assert [format_bytes(v) for v in (900, 48 * MiB, 1.5 * 1024 * MiB, 2048 * 1024**4)] == [
+        "900 B", "48 MiB", "1.5 GiB", "2048 TiB"
+    ]
+    assert [format_hours(v) for v in (3.25, 47, 240)] == ["3.2 h", "47 h", "10 days"]
+
+
+@given(
+    data_files=st.integers(0, 10**6),
+    small=st.integers(0, 10**6),
+    position=st.integers(0, 10**5),
+    equality=st.integers(0, 10**5),
+    manifests=st.integers(0, 10**5),
+    snapshots=st.integers(0, 10**5),
+    age=st.none() | st.floats(0, 10**9),
+    log=st.integers(0, 10**5),
+)
+def test_any_status_gets_a_state_equal_to_its_worst_issue(
+    data_files: int, small: int, position: int, equality: int, manifests: int, snapshots: int,
+    age: float | None, log: int,
+) -> None:
+    status = make_status(
+        live_data_files=data_files, small_file_count=min(small, data_files),
+        live_position_delete_files=position, live_equality_delete_files=equality,
+        manifest_count=manifests, snapshot_count=snapshots,
+        oldest_snapshot_age_seconds=age, metadata_log_entries=log,
+    )
+    health = assess_health(status, DEFAULTS)
+    assert len({i.code for i in health.issues}) == len(health.issues)
+    assert all(i.value >= i.threshold for i in health.issues)
+    assert health.state is worst_state(HealthState(i.severity.value) for i in health.issues)

@@ -1,0 +1,370 @@
+"""Recommendation contract: every action is decided exactly once, in ACTION_ORDER, either recommended
+with a reason and string options or skipped with an explicit reason (unknown health, table disabled,
+quarantine, no snapshot, disabled by policy, gc.enabled=false, cadence, nothing to gain). Orphan removal
+runs on its own weekly cadence and keeps files younger than the policy age. Priority is gain over cost
+times the boost. Everything is deterministic given `now`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from icepack_dagster.domain.actions import ACTION_ORDER, MaintenanceAction
+from icepack_dagster.domain.health import assess_health, unknown_health
+from icepack_dagster.domain.health_model import TableHealth
+from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.policy import Policy
+from icepack_dagster.domain.recommendation import GC_DISABLED, recommend
+from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
+from icepack_dagster.domain.status import TableStatus
+
+NOW = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
+MiB = 1024**2
+A = MaintenanceAction
+DESTRUCTIVE = (A.EXPIRE_SNAPSHOTS, A.REMOVE_ORPHAN_FILES)
+
+
+def make_status(**overrides: Any) -> TableStatus:
+    """A healthy v2 table of ten 400 MiB files, 3 young snapshots; overrides change single facts."""
+    fields: dict[str, Any] = dict(
+        table="lake.ns.t", collected_at=NOW, location="file:///warehouse/ns/t", format_version=2,
+        snapshot_id=1, live_data_files=10, live_position_delete_files=0, live_equality_delete_files=0,
+        live_data_bytes=10 * 400 * MiB, live_delete_bytes=0, total_records=1000,
+        position_delete_records=0, equality_delete_records=0, target_file_size_bytes=512 * MiB,
+        small_file_threshold_bytes=384 * MiB, small_file_count=0, small_file_bytes=0, file_size_histogram=(),
+        manifest_count=2, data_manifest_count=2, delete_manifest_count=0, manifest_bytes=20_000,
+        partition_count=1, partition_spec_count=1, snapshot_count=3, oldest_snapshot_age_seconds=36_000.0,
+        newest_snapshot_age_seconds=600.0, metadata_log_entries=3, branch_count=0, tag_count=0,
+    )
+    fields.update(overrides)
+    deletes = fields["live_position_delete_files"] + fields["live_equality_delete_files"]
+    fields.setdefault("live_delete_files", deletes)
+    return TableStatus(**fields)
+
+
+def small_files(count: int, total: int | None = None, each: int = MiB) -> dict[str, Any]:
+    total = count if total is None else total
+    return dict(live_data_files=total, small_file_count=count, small_file_bytes=count * each,
+                live_data_bytes=count * each + (total - count) * 400 * MiB)
+
+
+def history(**fields: Any) -> TableHistory:
+    return TableHistory(table="lake.ns.t", **fields)
+
+
+DISK_FULL = "rewrite failed: disk full"
+ORPHANS_DONE = history(last_succeeded={A.REMOVE_ORPHAN_FILES: NOW - timedelta(days=1)})
+
+
+def run(
+    status: TableStatus,
+    policy: Policy | None = None,
+    past: TableHistory | None = None,
+    now: datetime = NOW,
+    health: TableHealth | None = None,
+) -> Recommendation:
+    health = health or assess_health(status, HealthThresholds())
+    return recommend(status, health, policy or Policy(), past or TableHistory.empty(status.table), now)
+
+
+def decisions(r: Recommendation) -> dict[MaintenanceAction, RecommendedAction | SkippedAction]:
+    return {d.action: d for d in (*r.actions, *r.skipped)}
+
+
+def recommended(r: Recommendation) -> dict[MaintenanceAction, RecommendedAction]:
+    return {a.action: a for a in r.actions}
+
+
+def skip_reason(r: Recommendation, action: MaintenanceAction) -> str:
+    decision = decisions(r)[action]
+    assert isinstance(decision, SkippedAction), f"{action} was recommended: {decision}"
+    return decision.reason
+
+
+# --- what gets recommended -------------------------------------------------------------------------
+
+
+def test_small_files_are_compacted_to_the_table_target() -> None:
+    r = run(make_status(**small_files(80, 100)), past=ORPHANS_DONE)
+    action = recommended(r)[A.REWRITE_DATA_FILES]
+    assert action.options == {"target-file-size-bytes": str(512 * MiB), "min-input-files": "5"}
+    assert action.reason.startswith("80 data files under 384 MiB (80 MiB) would merge into about 1")
+    assert [a.action for a in r.actions] == [A.REWRITE_DATA_FILES]
+    assert (r.expected_files_removed, r.estimated_bytes_to_rewrite) == (79, 80 * MiB)
+
+
+def test_policy_target_file_size_and_min_input_files_reach_the_options() -> None:
+    policy = Policy(target_file_size_bytes=64 * MiB, min_input_files=8)
+    action = recommended(run(make_status(**small_files(80, 100)), policy))[A.REWRITE_DATA_FILES]
+    assert action.options == {"target-file-size-bytes": str(64 * MiB), "min-input-files": "8"}
+
+
+def test_position_deletes_are_applied_by_the_data_rewrite_and_then_dropped() -> None:
+    status = make_status(live_position_delete_files=4, live_delete_bytes=4000)
+    actions = recommended(run(status))
+    assert actions[A.REWRITE_DATA_FILES].options == {
+        "target-file-size-bytes": str(512 * MiB), "min-input-files": "5",
+        "delete-file-threshold": "1", "remove-dangling-deletes": "true",
+    }
+    assert "4 delete files apply to the data" in actions[A.REWRITE_DATA_FILES].reason
+    assert actions[A.REWRITE_POSITION_DELETE_FILES].options == {"rewrite-all": "true"}
+    assert "dangling" in actions[A.REWRITE_POSITION_DELETE_FILES].reason
+
+
+def test_position_deletes_are_compacted_when_the_data_rewrite_is_off() -> None:
+    status = make_status(live_position_delete_files=4, live_delete_bytes=4000)
+    policy = Policy(actions={A.REWRITE_DATA_FILES: False})
+    action = recommended(run(status, policy))[A.REWRITE_POSITION_DELETE_FILES]
+    assert action.options == {"min-input-files": "2"}
+    assert action.reason.startswith("4 position delete files")
+
+
+def test_many_small_manifests_are_rewritten() -> None:
+    action = recommended(run(make_status(manifest_count=60, manifest_bytes=60 * 8000)))[A.REWRITE_MANIFESTS]
+    assert action.options == {}
+    assert action.reason.startswith("60 manifests (468.8 KiB) would fit in about 1")
+    assert A.REWRITE_MANIFESTS in recommended(run(make_status(manifest_count=10, manifest_bytes=80_000)))
+
+
+def test_old_snapshots_beyond_retain_last_are_expired() -> None:
+    status = make_status(
+        snapshot_count=50, oldest_snapshot_age_seconds=240 * 3600.0, newest_snapshot_age_seconds=3600.0
+    )
+    r = run(status, past=ORPHANS_DONE)
+    action = recommended(r)[A.EXPIRE_SNAPSHOTS]
+    assert action.options == {"older_than": "2025-03-09T12:00:00+00:00", "retain_last": "5"}
+    assert action.reason.startswith("about 25 of 50 snapshots are older than 5 days")
+    assert r.expected_files_removed == 25
+
+
+def test_expire_uses_the_policy_age_and_retention() -> None:
+    status = make_status(
+        snapshot_count=120, oldest_snapshot_age_seconds=7200.0, newest_snapshot_age_seconds=10.0
+    )
+    policy = Policy(snapshot_max_age_hours=0.5, snapshot_retain_last=10)
+    action = recommended(run(status, policy, now=NOW.replace(microsecond=999_999)))[A.EXPIRE_SNAPSHOTS]
+    assert action.options == {"older_than": "2025-03-14T11:30:00+00:00", "retain_last": "10"}
+
+
+def test_orphans_are_looked_for_weekly_keeping_young_files() -> None:
+    never = recommended(run(make_status()))[A.REMOVE_ORPHAN_FILES]
+    assert never.options == {"older_than": "2025-03-11T12:00:00+00:00"}  # now - 72 h
+    assert never.priority == 0
+    recent = history(last_succeeded={A.REMOVE_ORPHAN_FILES: NOW - timedelta(days=3)})
+    assert skip_reason(run(make_status(), past=recent), A.REMOVE_ORPHAN_FILES) == (
+        "cadence not elapsed: last ran 72.0 h ago, cadence 168 h"
+    )
+    week_ago = history(last_succeeded={A.REMOVE_ORPHAN_FILES: NOW - timedelta(days=7)})
+    assert A.REMOVE_ORPHAN_FILES in recommended(run(make_status(), past=week_ago))
+    slower = Policy(cadence_hours=240, orphan_older_than_hours=100)
+    assert "cadence 240 h" in skip_reason(run(make_status(), slower, past=week_ago), A.REMOVE_ORPHAN_FILES)
+    old = history(last_succeeded={A.REMOVE_ORPHAN_FILES: NOW - timedelta(days=11)})
+    assert recommended(run(make_status(), slower, past=old))[A.REMOVE_ORPHAN_FILES].options == {
+        "older_than": "2025-03-10T08:00:00+00:00"
+    }
+
+
+# --- every skip reason -----------------------------------------------------------------------------
+
+
+def test_nothing_to_gain_names_what_was_measured() -> None:
+    r = run(make_status())
+    assert skip_reason(r, A.REWRITE_DATA_FILES) == (
+        "nothing to gain: 0 of 10 data files are small, under the SMALL_FILES thresholds, "
+        "and no delete files apply"
+    )
+    assert skip_reason(r, A.REWRITE_POSITION_DELETE_FILES) == "nothing to gain: no position delete files"
+    assert skip_reason(r, A.REWRITE_MANIFESTS) == "nothing to gain: 2 manifests (19.5 KiB), about 1 ideally"
+    assert skip_reason(r, A.EXPIRE_SNAPSHOTS) == (
+        "nothing to gain: 3 snapshots, no more than snapshot_retain_last 5"
+    )
+
+
+def test_nothing_to_gain_edges() -> None:
+    few = run(make_status(**small_files(10)), Policy(min_input_files=20))
+    assert skip_reason(few, A.REWRITE_DATA_FILES) == (
+        "nothing to gain: 10 small data files, fewer than min_input_files 20"
+    )
+    one = run(make_status(live_position_delete_files=1), Policy(actions={A.REWRITE_DATA_FILES: False}))
+    assert skip_reason(one, A.REWRITE_POSITION_DELETE_FILES) == (
+        "nothing to gain: 1 position delete file: nothing to compact"
+    )
+    v3 = make_status(format_version=3, live_position_delete_files=40, live_data_files=40)
+    assert skip_reason(run(v3), A.REWRITE_POSITION_DELETE_FILES).startswith(
+        "nothing to gain: 40 deletion vectors (format v3)"
+    )
+    young = run(make_status(snapshot_count=150, oldest_snapshot_age_seconds=3600.0))
+    assert skip_reason(young, A.EXPIRE_SNAPSHOTS).startswith(
+        "nothing to gain: the oldest of 150 snapshots is 1 h old, within snapshot_max_age_hours 120; lower"
+    )
+    big_manifests = make_status(manifest_count=60, manifest_bytes=60 * 8 * MiB)  # an issue, but all full
+    assert skip_reason(run(big_manifests), A.REWRITE_MANIFESTS).startswith("nothing to gain: 60 manifests")
+
+
+def test_an_action_disabled_by_policy_is_skipped() -> None:
+    policy = Policy(actions={A.REWRITE_DATA_FILES: False})
+    assert skip_reason(run(make_status(**small_files(80)), policy), A.REWRITE_DATA_FILES) == (
+        "disabled by policy (icepack.action.rewrite_data_files.enabled=false)"
+    )
+
+
+def test_a_disabled_table_gets_nothing() -> None:
+    r = run(make_status(**small_files(80)), Policy(enabled=False))
+    assert r.actions == () and r.priority == 0
+    assert {s.reason for s in r.skipped} == {"table disabled"} and len(r.skipped) == len(ACTION_ORDER)
+
+
+@pytest.mark.parametrize(
+    ("past", "policy"),
+    [
+        (history(consecutive_failures=3, last_error=DISK_FULL), Policy()),
+        (history(consecutive_failures=3, last_error=DISK_FULL, quarantined=True), Policy()),
+        (history(consecutive_failures=3, last_error=DISK_FULL), Policy(quarantine_after_failures=2)),
+    ],
+)
+def test_a_quarantined_table_gets_nothing_and_says_why(past: TableHistory, policy: Policy) -> None:
+    r = run(make_status(**small_files(80)), policy, past)
+    assert r.actions == ()
+    assert {s.reason for s in r.skipped} == {f"quarantined after 3 consecutive failures: {DISK_FULL}"}
+
+
+def test_failures_below_the_quarantine_count_do_not_stop_maintenance() -> None:
+    r = run(make_status(**small_files(80)), past=history(consecutive_failures=2, last_error="boom"))
+    assert A.REWRITE_DATA_FILES in recommended(r)
+    assert "no error recorded" in run(make_status(), past=history(quarantined=True)).skipped[0].reason
+
+
+def test_cadence_not_elapsed_says_when_it_last_ran() -> None:
+    ran = history(last_succeeded={A.REWRITE_DATA_FILES: NOW - timedelta(hours=3.2)})
+    assert skip_reason(run(make_status(**small_files(80)), past=ran), A.REWRITE_DATA_FILES) == (
+        "cadence not elapsed: last ran 3.2 h ago, cadence 24 h"
+    )
+    day = history(last_succeeded={A.REWRITE_DATA_FILES: NOW - timedelta(hours=24)})
+    assert A.REWRITE_DATA_FILES in recommended(run(make_status(**small_files(80)), past=day))
+    naive = history(last_succeeded={A.REWRITE_DATA_FILES: datetime(2025, 3, 14, 10, 0)})
+    naive_run = run(make_status(**small_files(80)), past=naive)
+    assert "last ran 2.0 h ago" in skip_reason(naive_run, A.REWRITE_DATA_FILES)
+
+
+@pytest.mark.parametrize("value", ["false", "FALSE", " False "])
+def test_gc_disabled_tables_never_get_destructive_actions(value: str) -> None:
+    status = make_status(
+        **small_files(80), snapshot_count=50, oldest_snapshot_age_seconds=900_000.0,
+        properties={"gc.enabled": value},
+    )
+    r = run(status)
+    assert all(skip_reason(r, action) == GC_DISABLED for action in DESTRUCTIVE)
+    assert GC_DISABLED == "gc.enabled=false on the table: destructive actions are never run"
+    assert A.REWRITE_DATA_FILES in recommended(r)
+    gc_on = status.model_copy(update={"properties": {"gc.enabled": "true"}})
+    assert A.EXPIRE_SNAPSHOTS in recommended(run(gc_on))
+
+
+def test_a_table_with_no_snapshot_gets_nothing() -> None:
+    empty = make_status(snapshot_id=None, live_data_files=0, live_data_bytes=0, snapshot_count=0,
+                        oldest_snapshot_age_seconds=None, newest_snapshot_age_seconds=None)
+    r = run(empty)
+    assert r.actions == () and {s.reason for s in r.skipped} == {"table has no snapshot"}
+
+
+def test_unknown_health_gets_nothing() -> None:
+    r = run(make_status(**small_files(80)), health=unknown_health("lake.ns.t", "manifest unreadable"))
+    assert r.actions == () and {s.reason for s in r.skipped} == {"health unknown: manifest unreadable"}
+
+
+# --- order, priority, determinism ------------------------------------------------------------------
+
+
+def test_actions_follow_action_order() -> None:
+    status = make_status(
+        **small_files(80, 100), live_position_delete_files=5, manifest_count=60, manifest_bytes=480_000,
+        snapshot_count=200, oldest_snapshot_age_seconds=900_000.0,
+    )
+    r = run(status)
+    assert [a.action for a in r.actions] == list(ACTION_ORDER)
+    assert r.skipped == ()
+
+
+def test_more_gain_for_the_same_cost_ranks_higher() -> None:
+    many = run(make_status(**small_files(400)), past=ORPHANS_DONE)
+    few = run(make_status(**small_files(20)), past=ORPHANS_DONE)
+    assert many.priority > few.priority > 0
+
+
+def test_more_bytes_to_rewrite_for_the_same_gain_ranks_lower() -> None:
+    cheap = run(make_status(**small_files(100, each=MiB)), Policy(target_file_size_bytes=100 * MiB))
+    costly_status = make_status(**small_files(100, each=300 * MiB))
+    costly = run(costly_status, Policy(target_file_size_bytes=30_000 * MiB))
+    assert cheap.expected_files_removed == costly.expected_files_removed == 99
+    assert cheap.estimated_bytes_to_rewrite < costly.estimated_bytes_to_rewrite
+    assert cheap.priority > costly.priority > 0
+
+
+def test_priority_boost_scales_the_priority() -> None:
+    status = make_status(**small_files(80))
+    plain, boosted = run(status), run(status, Policy(priority_boost=2.0))
+    assert boosted.priority == pytest.approx(2 * plain.priority)
+    assert recommended(boosted)[A.REWRITE_DATA_FILES].priority == pytest.approx(
+        2 * recommended(plain)[A.REWRITE_DATA_FILES].priority
+    )
+    assert run(status, Policy(priority_boost=0)).priority == 0
+
+
+def test_a_table_needing_only_orphan_cleanup_ranks_last() -> None:
+    orphans_only = run(make_status())
+    assert orphans_only.needs_work and orphans_only.priority == 0
+    assert run(make_status(manifest_count=12, manifest_bytes=96_000)).priority > orphans_only.priority
+
+
+def test_same_inputs_same_recommendation_and_naive_now_is_utc() -> None:
+    status = make_status(**small_files(80), snapshot_count=50, oldest_snapshot_age_seconds=900_000.0)
+    assert run(status) == run(status) == run(status, now=NOW.replace(tzinfo=None))
+
+
+@given(
+    small=st.integers(0, 5000),
+    position=st.integers(0, 500),
+    equality=st.integers(0, 500),
+    manifests=st.integers(0, 3000),
+    snapshots=st.integers(0, 3000),
+    ages=st.tuples(st.floats(0, 10**8), st.floats(0, 10**8)).map(sorted),
+    last_ran=st.none() | st.floats(-10, 10**4),
+    policy=st.builds(
+        Policy,
+        min_input_files=st.integers(1, 50),
+        snapshot_max_age_hours=st.floats(0, 1000),
+        snapshot_retain_last=st.integers(1, 100),
+        orphan_older_than_hours=st.floats(24, 1000),
+        priority_boost=st.floats(0, 10),
+    ),
+)
+def test_any_table_gets_each_action_decided_exactly_once(
+    small: int, position: int, equality: int, manifests: int, snapshots: int, ages: list[float],
+    last_ran: float | None, policy: Policy,
+) -> None:
+    status = make_status(
+        **small_files(small, small + 10), live_position_delete_files=position,
+        live_equality_delete_files=equality, live_delete_bytes=(position + equality) * 1000,
+        manifest_count=manifests, manifest_bytes=manifests * 9000,
+        snapshot_count=snapshots, newest_snapshot_age_seconds=ages[0], oldest_snapshot_age_seconds=ages[1],
+    )
+    past = TableHistory.empty("lake.ns.t")
+    if last_ran is not None:
+        past = history(last_succeeded={a: NOW - timedelta(hours=last_ran) for a in ACTION_ORDER})
+    r = run(status, policy, past)
+    assert [d.action for d in (*r.actions, *r.skipped)].count(A.REWRITE_DATA_FILES) == 1
+    assert sorted(decisions(r), key=ACTION_ORDER.index) == list(ACTION_ORDER)
+    assert len(r.actions) + len(r.skipped) == len(ACTION_ORDER)
+    assert [a.action for a in r.actions] == [a for a in ACTION_ORDER if a in recommended(r)]
+    for action in r.actions:
+        assert action.priority >= 0 and action.reason
+        if "older_than" in action.options:
+            older_than = datetime.fromisoformat(action.options["older_than"])
+            assert older_than <= NOW - timedelta(hours=min(policy.snapshot_max_age_hours, 24))
+    if A.EXPIRE_SNAPSHOTS in recommended(r):
+        assert recommended(r)[A.EXPIRE_SNAPSHOTS].options["retain_last"] == str(policy.snapshot_retain_last)
