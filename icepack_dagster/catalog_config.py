@@ -46,7 +46,8 @@ def pyiceberg_properties(name: str, catalog: CatalogSettings, settings: IcepackS
             auth = f"{catalog.user}:{password}" if password else catalog.user
             return {
                 "type": "sql",
-                "uri": f"postgresql+psycopg2://{auth}@{catalog.host}:{catalog.port}/{catalog.database}",
+                "uri": f"postgresql+psycopg2://{auth}@{catalog.host}:{catalog.port}/{catalog.database}"
+                "?connect_timeout=10",
                 "warehouse": _warehouse_uri(catalog.warehouse),
             }
         case RestCatalogSettings():
@@ -89,7 +90,8 @@ def spark_catalog_conf(name: str, catalog: CatalogSettings, settings: IcepackSet
         case PostgresCatalogSettings():
             conf |= {
                 f"{prefix}.type": "jdbc",
-                f"{prefix}.uri": f"jdbc:postgresql://{catalog.host}:{catalog.port}/{catalog.database}",
+                f"{prefix}.uri": f"jdbc:postgresql://{catalog.host}:{catalog.port}/{catalog.database}"
+                "?connectTimeout=10",
                 f"{prefix}.jdbc.user": catalog.user,
                 f"{prefix}.warehouse": _warehouse_uri(catalog.warehouse),
                 f"{prefix}.jdbc.schema-version": "V1",
@@ -98,9 +100,15 @@ def spark_catalog_conf(name: str, catalog: CatalogSettings, settings: IcepackSet
             if catalog.password.get_secret_value():
                 conf[f"{prefix}.jdbc.password"] = catalog.password.get_secret_value()
         case RestCatalogSettings():
-            conf |= {f"{prefix}.type": "rest", f"{prefix}.uri": catalog.uri, f"{prefix}.warehouse": catalog.warehouse}
+            conf |= {
+                f"{prefix}.type": "rest",
+                f"{prefix}.uri": catalog.uri,
+                f"{prefix}.warehouse": catalog.warehouse,
+            }
             if catalog.client_id and catalog.client_secret is not None:
-                conf[f"{prefix}.credential"] = f"{catalog.client_id}:{catalog.client_secret.get_secret_value()}"
+                conf[f"{prefix}.credential"] = (
+                    f"{catalog.client_id}:{catalog.client_secret.get_secret_value()}"
+                )
                 conf[f"{prefix}.scope"] = catalog.scope
             if catalog.oauth2_server_uri:
                 conf[f"{prefix}.oauth2-server-uri"] = catalog.oauth2_server_uri

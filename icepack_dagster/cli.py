@@ -168,9 +168,11 @@ def _maintain_each(
     for index, key in enumerate(keys, start=1):
         name = engine.display_name(key)
         _progress(f"[{index}/{len(keys)}] {name}: {'planning' if dry_run else 'maintaining'}")
-        yield key, engine.maintain(
-            key, dry_run=dry_run, only=only, on_progress=lambda m, n=name: _progress(f"{n}: {m}")
-        )
+        yield key, engine.maintain(key, dry_run=dry_run, only=only, on_progress=_prefixed_progress(name))
+
+
+def _prefixed_progress(name: str) -> Callable[[str], None]:
+    return lambda message: _progress(f"{name}: {message}")
 
 
 @cli.command()

@@ -23,7 +23,8 @@ from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey, resolve_table_argument
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables
-from icepack_dagster.iceberg.status_reader import ManifestCache, collect_status
+from icepack_dagster.iceberg.manifest_reader import ManifestCache
+from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.policy_file import load_policy_rules
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.state.history_store import HistoryStore

@@ -44,8 +44,11 @@ def format_status(name: str, s: TableStatus) -> str:
             ("live data files", f"{s.live_data_files} ({human_bytes(s.live_data_bytes)})"),
             ("small files", f"{s.small_file_count} under {human_bytes(s.small_file_threshold_bytes)}"),
             ("file sizes", histogram or "-"),
-            ("delete files", f"{s.live_delete_files} ({s.live_position_delete_files} position, "
-             f"{s.live_equality_delete_files} equality)"),
+            (
+                "delete files",
+                f"{s.live_delete_files} ({s.live_position_delete_files} position, "
+                f"{s.live_equality_delete_files} equality)",
+            ),
             ("records", s.total_records),
             ("manifests", f"{s.manifest_count} ({human_bytes(s.manifest_bytes)})"),
             ("partitions", s.partition_count),

@@ -98,13 +98,20 @@ CatalogSettings = Annotated[
     Field(discriminator="kind"),
 ]
 
+
+def _default_catalogs() -> dict[str, CatalogSettings]:
+    return {"lake": EmbeddedCatalogSettings()}
+
+
 _SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|k8s://.+|sc://.+|yarn)$")
 
 
 class SparkSettings(_Model):
     """How maintenance reaches Spark: master URL, jars, and extra Spark configuration."""
 
-    master: str = Field(default="local[*]", description="local[*], spark://host:7077, k8s://https://..., sc://")
+    master: str = Field(
+        default="local[*]", description="local[*], spark://host:7077, k8s://https://..., sc://"
+    )
     app_name: str = "icepack"
     jars: list[str] | None = Field(
         default=None,
@@ -138,9 +145,7 @@ class IcepackSettings(BaseSettings):
     )
 
     home: Path = Field(default=Path("~/.icepack"), description="Embedded catalog, warehouse and state")
-    catalogs: dict[str, CatalogSettings] = Field(
-        default_factory=lambda: {"lake": EmbeddedCatalogSettings()}
-    )
+    catalogs: dict[str, CatalogSettings] = Field(default_factory=lambda: _default_catalogs())
     default_catalog: str | None = Field(default=None, description="Catalog meant by 'ns.table'")
     include: list[str] = Field(default_factory=lambda: ["*"], description="Table patterns to manage")
     exclude: list[str] = Field(default_factory=list, description="Table patterns to leave alone")
@@ -164,7 +169,9 @@ class IcepackSettings(BaseSettings):
             raise ValueError("at least one catalog must be configured")
         for name in value:
             if not _CATALOG_NAME.match(name):
-                raise ValueError(f"catalog name {name!r} must be letters, digits and '_' (it names a Spark catalog)")
+                raise ValueError(
+                    f"catalog name {name!r} must be letters, digits and '_' (it names a Spark catalog)"
+                )
         return value
 
     @model_validator(mode="after")

@@ -11,11 +11,15 @@ class HealthThresholds(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    small_file_min_count: int = Field(default=8, ge=1, description="Fewer small files than this is never an issue")
+    small_file_min_count: int = Field(
+        default=8, ge=1, description="Fewer small files than this is never an issue"
+    )
     small_file_ratio_warning: float = Field(default=0.3, gt=0, le=1)
     small_file_ratio_critical: float = Field(default=0.7, gt=0, le=1)
     small_file_default_ratio: float = Field(
-        default=0.75, gt=0, le=1,
+        default=0.75,
+        gt=0,
+        le=1,
         description="A data file is small below this fraction of the target file size (Iceberg's own "
         "rewrite default for min-file-size-bytes)",
     )

@@ -61,7 +61,9 @@ class TableStatus(BaseModel):
     metadata_log_entries: int = Field(ge=0)
     branch_count: int = Field(ge=0, description="Branches besides main")
     tag_count: int = Field(ge=0)
-    properties: dict[str, str] = Field(default_factory=dict, description="Table properties (policy reads them)")
+    properties: dict[str, str] = Field(
+        default_factory=dict, description="Table properties (policy reads them)"
+    )
 
     @property
     def small_file_ratio(self) -> float:

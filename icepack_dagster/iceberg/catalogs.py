@@ -40,8 +40,8 @@ def open_catalog(name: str, settings: IcepackSettings) -> Catalog:
     except Exception as error:  # PyIceberg raises driver-specific errors; translate them all here
         raise CatalogUnavailableError(
             f"catalog {name!r} ({catalog.kind}) could not be opened: {type(error).__name__}: "
-            f"{_without_secrets(str(error), settings)}. Check its settings (ICEPACK_CATALOGS__{name.upper()}__*) "
-            "and that the service is reachable."
+            f"{_without_secrets(str(error), settings)}. Check its settings "
+            f"(ICEPACK_CATALOGS__{name.upper()}__*) and that the service is reachable."
         ) from None
 
 

@@ -43,10 +43,14 @@ def bundled_iceberg_runtime_jar() -> str:
 def resolve_jars(settings: IcepackSettings) -> list[str]:
     """Configured jars, or the bundled Iceberg runtime plus the JDBC drivers the catalogs need.
     Every local jar must exist; a missing one names the package that provides it."""
-    jars = settings.spark.jars if settings.spark.jars is not None else [
-        bundled_iceberg_runtime_jar(),
-        *jdbc_driver_jars(settings),
-    ]
+    jars = (
+        settings.spark.jars
+        if settings.spark.jars is not None
+        else [
+            bundled_iceberg_runtime_jar(),
+            *jdbc_driver_jars(settings),
+        ]
+    )
     for jar in jars:
         if "://" not in jar and not Path(jar).is_file():
             hint = _JAR_PACKAGES.get(jar, "the artifact that provides it, or fix ICEPACK_SPARK__JARS")

@@ -105,8 +105,12 @@ class HistoryStore:
                 )
             )
             rows = [
-                {"table_key": report.table, "action": r.action.value, "status": r.status,
-                 "finished_at": report.finished_at}
+                {
+                    "table_key": report.table,
+                    "action": r.action.value,
+                    "status": r.status,
+                    "finished_at": report.finished_at,
+                }
                 for r in report.results
                 if r.status in ("succeeded", "failed")
             ]
@@ -118,8 +122,12 @@ class HistoryStore:
         with self._engine.begin() as connection:
             connection.execute(
                 insert(maintenance_runs).values(
-                    table_key=table, started_at=now, finished_at=now, outcome=RELEASED,
-                    error=None, report=json.dumps({"released_by": "operator"}),
+                    table_key=table,
+                    started_at=now,
+                    finished_at=now,
+                    outcome=RELEASED,
+                    error=None,
+                    report=json.dumps({"released_by": "operator"}),
                 )
             )
 

@@ -1,0 +1,223 @@
+"""Table status from Iceberg metadata alone: the metadata file for history, the current snapshot's
+manifest list and manifests for what a query reads now. No Spark, no data file is opened.
+
+Manifests are decoded in parallel (a thread pool overlaps object-store reads) by `manifest_reader`,
+and their aggregates are reused through an optional `ManifestCache` shared between calls.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from fastavro.read import SchemaResolutionError
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.io import FileIO
+from pyiceberg.table import Table
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+
+from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.status import FileSizeBucket, TableStatus
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import InvalidPolicyError, MetadataReadError, TableNotFoundError
+from icepack_dagster.iceberg.manifest_reader import (
+    MANIFEST_CONTENT_DELETES,
+    SIZE_BUCKET_BOUNDS,
+    SIZE_BUCKET_LABELS,
+    ManifestCache,
+    ManifestRef,
+    ManifestSummary,
+    read_manifest_list,
+    summarize_manifest,
+)
+
+TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
+SMALL_FILE_THRESHOLD_PROPERTY = "icepack.small-file-threshold-bytes"
+DEFAULT_TARGET_FILE_SIZE_BYTES = 536_870_912  # Iceberg's own default for write.target-file-size-bytes
+
+# What a damaged or unreadable manifest raises: I/O, truncated or corrupt Avro, a schema that is no manifest.
+_READ_ERRORS = (
+    OSError, EOFError, ValueError, KeyError, TypeError, IndexError, zlib.error, SchemaResolutionError
+)
+
+
+def _positive_int_property(table: str, properties: Mapping[str, str], name: str, default: int) -> int:
+    raw = properties.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise InvalidPolicyError(table, name, raw, "must be a whole number of bytes") from None
+    if value <= 0:
+        raise InvalidPolicyError(table, name, raw, "must be greater than zero")
+    return value
+
+
+def file_size_limits(
+    table: str, properties: Mapping[str, str], thresholds: HealthThresholds
+) -> tuple[int, int]:
+    """(target file size, small-file threshold) in bytes for a table, from its properties.
+
+    The threshold is `icepack.small-file-threshold-bytes` when set, else the default ratio of the
+    target size, which is `write.target-file-size-bytes` or Iceberg's default.
+    """
+    target = _positive_int_property(
+        table, properties, TARGET_FILE_SIZE_PROPERTY, DEFAULT_TARGET_FILE_SIZE_BYTES
+    )
+    default_small = max(1, int(target * thresholds.small_file_default_ratio))
+    return target, _positive_int_property(table, properties, SMALL_FILE_THRESHOLD_PROPERTY, default_small)
+
+
+def _summaries(
+    table: str, io: FileIO, refs: list[ManifestRef], small: int, workers: int, cache: ManifestCache | None
+) -> list[ManifestSummary]:
+    """One summary per manifest, from the cache where possible, the rest decoded in parallel."""
+    found = [cache.get(ref.path, small) if cache is not None else None for ref in refs]
+    missing = [ref for ref, summary in zip(refs, found, strict=True) if summary is None]
+
+    def load(ref: ManifestRef) -> ManifestSummary:
+        try:
+            return summarize_manifest(io, ref, small)
+        except _READ_ERRORS as error:
+            raise MetadataReadError(
+                f"table {table}: manifest {ref.path} could not be read ({type(error).__name__}: {error}); "
+                "check that the file exists and the table's storage is reachable"
+            ) from error
+
+    if workers == 1 or len(missing) <= 1:
+        decoded = [load(ref) for ref in missing]
+    else:
+        with ThreadPoolExecutor(min(workers, len(missing)), thread_name_prefix="manifest") as pool:
+            decoded = list(pool.map(load, missing))
+    fresh = iter(decoded)
+    summaries = []
+    for ref, summary in zip(refs, found, strict=True):
+        if summary is None:
+            summary = next(fresh)
+            if cache is not None:
+                cache.put(ref.path, small, summary)
+        summaries.append(summary)
+    return summaries
+
+
+def _histogram(counts: list[int]) -> tuple[FileSizeBucket, ...]:
+    lowers = (0, *SIZE_BUCKET_BOUNDS)
+    uppers = (*SIZE_BUCKET_BOUNDS, None)
+    return tuple(
+        FileSizeBucket(label=label, lower_bytes=lower, upper_bytes=upper, file_count=count)
+        for label, lower, upper, count in zip(SIZE_BUCKET_LABELS, lowers, uppers, counts, strict=True)
+    )
+
+
+def read_status(
+    table: Table,
+    key: TableKey,
+    thresholds: HealthThresholds,
+    now: datetime,
+    workers: int = 8,
+    cache: ManifestCache | None = None,
+) -> TableStatus:
+    """Measure one loaded table. `now` (timezone-aware) is the collection time snapshot ages are
+    measured from; `workers` manifests are read at once; `cache` keeps manifest aggregates between calls.
+    """
+    name = key.text
+    if now.tzinfo is None:
+        raise ValueError(f"table {name}: 'now' must be timezone-aware (snapshot times are UTC), got {now!r}")
+    if workers < 1:
+        raise ValueError(f"table {name}: 'workers' must be at least 1, got {workers}")
+    metadata = table.metadata
+    properties = dict(metadata.properties)
+    target, small = file_size_limits(name, properties, thresholds)
+
+    snapshot = table.current_snapshot()
+    refs: list[ManifestRef] = []
+    if snapshot is not None:
+        try:
+            refs = read_manifest_list(table.io, snapshot.manifest_list)
+        except _READ_ERRORS as error:
+            raise MetadataReadError(
+                f"table {name}: manifest list {snapshot.manifest_list} of snapshot {snapshot.snapshot_id} "
+                f"could not be read ({type(error).__name__}: {error})"
+            ) from error
+    summaries = _summaries(name, table.io, refs, small, workers, cache)
+
+    histogram = [0] * len(SIZE_BUCKET_LABELS)
+    partitions: set[tuple[int, tuple[Any, ...]]] = set()
+    for ref, summary in zip(refs, summaries, strict=True):
+        for index, count in enumerate(summary.size_histogram):
+            histogram[index] += count
+        partitions.update((ref.spec_id, values) for values in summary.partitions)
+
+    timestamps = [s.timestamp_ms for s in metadata.snapshots]
+    now_ms = now.timestamp() * 1000
+
+    def age_seconds(timestamp_ms: int) -> float:
+        return max(0.0, (now_ms - timestamp_ms) / 1000)
+
+    position_files = sum(s.position_delete_files for s in summaries)
+    equality_files = sum(s.equality_delete_files for s in summaries)
+    return TableStatus(
+        table=name,
+        collected_at=now,
+        location=metadata.location,
+        format_version=metadata.format_version,
+        snapshot_id=snapshot.snapshot_id if snapshot is not None else None,
+        live_data_files=sum(s.data_files for s in summaries),
+        live_position_delete_files=position_files,
+        live_equality_delete_files=equality_files,
+        live_delete_files=position_files + equality_files,
+        live_data_bytes=sum(s.data_bytes for s in summaries),
+        live_delete_bytes=sum(s.delete_bytes for s in summaries),
+        total_records=sum(s.records for s in summaries),
+        position_delete_records=sum(s.position_delete_records for s in summaries),
+        equality_delete_records=sum(s.equality_delete_records for s in summaries),
+        target_file_size_bytes=target,
+        small_file_threshold_bytes=small,
+        small_file_count=sum(s.small_files for s in summaries),
+        small_file_bytes=sum(s.small_bytes for s in summaries),
+        file_size_histogram=_histogram(histogram),
+        manifest_count=len(refs),
+        data_manifest_count=sum(1 for ref in refs if ref.content != MANIFEST_CONTENT_DELETES),
+        delete_manifest_count=sum(1 for ref in refs if ref.content == MANIFEST_CONTENT_DELETES),
+        manifest_bytes=sum(ref.length for ref in refs),
+        partition_count=len(partitions),
+        partition_spec_count=len(metadata.partition_specs),
+        snapshot_count=len(timestamps),
+        oldest_snapshot_age_seconds=age_seconds(min(timestamps)) if timestamps else None,
+        newest_snapshot_age_seconds=age_seconds(max(timestamps)) if timestamps else None,
+        metadata_log_entries=len(metadata.metadata_log),
+        branch_count=sum(
+            1
+            for ref_name, ref in metadata.refs.items()
+            if ref.snapshot_ref_type == SnapshotRefType.BRANCH and ref_name != MAIN_BRANCH
+        ),
+        tag_count=sum(1 for ref in metadata.refs.values() if ref.snapshot_ref_type == SnapshotRefType.TAG),
+        properties=properties,
+    )
+
+
+def collect_status(
+    catalog: Catalog,
+    key: TableKey,
+    thresholds: HealthThresholds,
+    now: datetime,
+    workers: int = 8,
+    cache: ManifestCache | None = None,
+) -> TableStatus:
+    """Load the table from its catalog and measure it; failures name the table and what went wrong."""
+    try:
+        table = catalog.load_table(key.identifier)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        raise TableNotFoundError(
+            f"table {key.text} does not exist in catalog {key.catalog!r} (dropped or renamed?)"
+        ) from None
+    except Exception as error:  # catalogs raise driver- and storage-specific errors; translate them all
+        raise MetadataReadError(
+            f"table {key.text}: its metadata could not be loaded ({type(error).__name__}: {error})"
+        ) from error
+    return read_status(table, key, thresholds, now, workers, cache)
