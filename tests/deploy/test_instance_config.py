@@ -1,0 +1,120 @@
+"""Contract: the Dagster instance our deployments configure is one Dagster itself accepts and builds.
+
+The instance sections of the Helm values (rendered as the chart renders them) and
+deploy/dagster/dagster.prod.yaml both load through `DagsterInstance.from_config` against a real
+PostgreSQL: PostgreSQL storage, the queued run coordinator with icepack's tag limits, run monitoring,
+run retries, and for Helm the K8sRunLauncher built by dagster-k8s. The limits behave as intended under
+Dagster's own tag-limit counter: one maintenance run per table, a global maintenance cap, observation
+runs never blocked by maintenance.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import yaml
+from dagster._utils.tags import TagConcurrencyLimitsCounter  # Dagster's own dequeue-time counter
+from dagster_k8s import K8sRunLauncher
+
+from icepack_dagster.defs.tags import maintenance_tags, observation_tags
+from tests.conftest import PG_HOST, PG_PORT, PG_USER
+from tests.deploy import chart
+from tests.deploy.testkit import write_kubeconfig
+
+PROD_YAML = chart.REPO / "deploy" / "dagster" / "dagster.prod.yaml"
+
+
+def _point_at_test_database(values: dict[str, Any], database: str, kubeconfig: Path) -> dict[str, Any]:
+    """What an operator changes to run this outside the cluster: the database address and kubeconfig."""
+    values = copy.deepcopy(values)
+    values["postgresql"] |= {"postgresqlHost": PG_HOST, "postgresqlUsername": PG_USER,
+                             "postgresqlDatabase": database, "postgresqlParams": {}}
+    values["postgresql"]["service"] = {"port": PG_PORT}
+    launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
+    launcher |= {"loadInclusterConfig": False, "kubeconfigFile": str(kubeconfig)}
+    return values
+
+
+def _instance_from(config: dict[str, Any], directory: Path) -> dg.DagsterInstance:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "dagster.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return dg.DagsterInstance.from_config(str(directory))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("overlay", ["values-dev.yaml", "values-prod.yaml"])
+def test_helm_instance_builds_with_dagster(
+    overlay: str, dagster_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DAGSTER_PG_PASSWORD", "")
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig")
+    values = _point_at_test_database(chart.load_values("values.yaml", overlay), dagster_database, kubeconfig)
+    instance = _instance_from(chart.instance_config(values), tmp_path / "home")
+    try:
+        launcher = instance.run_launcher
+        assert isinstance(launcher, K8sRunLauncher)
+        assert launcher.job_namespace == chart.NAMESPACE
+        assert launcher.service_account_name == "icepack-dagster"
+        assert launcher.fail_pod_on_run_failure is True
+        assert launcher.security_context["runAsNonRoot"] is True
+        assert instance.run_monitoring_enabled and instance.run_retries_enabled
+        queue = instance.get_concurrency_config().run_queue_config
+        assert queue is not None
+        limits = {(lim["key"], str(lim.get("value"))): lim["limit"] for lim in queue.tag_concurrency_limits}
+        assert limits[("icepack/table", "{'applyLimitPerUniqueValue': True}")] == 1
+        cap = limits[("icepack/kind", "maintenance")]
+        env = {e["name"]: e.get("value") for e in chart.user_deployment(values)["env"]}
+        assert cap == int(env["ICEPACK_PLATFORM_MAX_MAINTENANCE_IN_FLIGHT"]), (
+            f"{overlay}: the coordinator's maintenance limit and the sensor's in-flight cap must agree"
+        )
+    finally:
+        instance.dispose()
+
+
+def _run(tags: dict[str, str]) -> dg.DagsterRun:
+    return dg.DagsterRun(job_name="maintenance", tags=tags)
+
+
+def test_tag_limits_serialize_maintenance_per_table_and_cap_it() -> None:
+    values = chart.load_values("values.yaml", "values-prod.yaml")
+    limits = chart.instance_config(values)["run_coordinator"]["config"]["tag_concurrency_limits"]
+    cap = next(limit["limit"] for limit in limits if limit.get("value") == "maintenance")
+    running = [_run(maintenance_tags(f"lake.sales.t{i}")) for i in range(cap - 1)]
+    counter = TagConcurrencyLimitsCounter(limits, running)
+    assert counter.is_blocked(_run(maintenance_tags("lake.sales.t0"))), "a second run for one table must wait"
+    assert not counter.is_blocked(_run(maintenance_tags("lake.sales.other")))
+    counter.update_counters_with_launched_item(_run(maintenance_tags("lake.sales.other")))
+    assert counter.is_blocked(_run(maintenance_tags("lake.sales.one_too_many"))), "the global cap must hold"
+    assert not counter.is_blocked(_run(observation_tags())), "observation must not wait behind maintenance"
+
+
+@pytest.mark.postgres
+def test_production_dagster_yaml_builds_with_dagster(
+    dagster_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {"DAGSTER_PG_HOST": PG_HOST, "DAGSTER_PG_PORT": str(PG_PORT), "DAGSTER_PG_USER": PG_USER,
+           "DAGSTER_PG_PASSWORD": "", "DAGSTER_PG_DB": dagster_database}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(PROD_YAML, home / "dagster.yaml")
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert instance.run_monitoring_enabled and instance.run_retries_enabled
+        queue = instance.get_concurrency_config().run_queue_config
+        assert queue is not None
+        per_table = [limit for limit in queue.tag_concurrency_limits if limit["key"] == "icepack/table"]
+        per_unique = {"applyLimitPerUniqueValue": True}
+        assert per_table == [{"key": "icepack/table", "value": per_unique, "limit": 1}]
+        assert any(limit.get("value") == "maintenance" for limit in queue.tag_concurrency_limits)
+        instance.add_run(_run(maintenance_tags("lake.sales.orders")))
+        assert len(instance.get_runs()) == 1, "run storage must be the PostgreSQL database"
+    finally:
+        instance.dispose()
