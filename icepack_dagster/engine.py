@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from icepack_dagster.domain.actions import ActionResult
+from icepack_dagster.domain.actions import ACTION_ORDER, ActionResult
 from icepack_dagster.domain.health import assess_health
 from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.history import TableHistory
@@ -157,8 +157,9 @@ class Engine:
                 status_before=lambda: self.status(key),
                 on_progress=on_progress,
             )
+        ordered = sorted([*results, *skipped], key=lambda r: ACTION_ORDER.index(r.action))
         report = MaintenanceReport(
-            table=key.text, started_at=started, finished_at=utc_now(), results=(*results, *skipped)
+            table=key.text, started_at=started, finished_at=utc_now(), results=tuple(ordered)
         )
         if not dry_run and chosen:
             self.history_store.record(report)

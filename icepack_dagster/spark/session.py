@@ -80,6 +80,8 @@ def spark_conf(settings: IcepackSettings) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
     }
+    log_config = Path(__file__).with_name("log4j2.properties")
+    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log_config.as_uri()}"
     if settings.spark.master.startswith("local"):
         conf |= {
             "spark.ui.enabled": "false",
