@@ -39,6 +39,14 @@ class InvalidPolicyError(IcepackError):
         super().__init__(f"table {table}: invalid policy value for {field!r} ({value!r}): {reason}")
 
 
+class InvalidProcedureOptionError(InvalidPolicyError, ValueError):
+    """A maintenance option is not allowlisted for its action or its value does not validate."""
+
+    def __init__(self, table: str, option: str, value: object, reason: str) -> None:
+        super().__init__(table, option, value, reason)
+        self.args = (f"table {table}: maintenance option {option!r} ({value!r}) refused: {reason}",)
+
+
 class RejectedSparkOverrideError(IcepackError):
     """An `icepack.spark.sql.*` table property is not allowlisted or its value does not validate."""
 

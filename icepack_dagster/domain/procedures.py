@@ -1,0 +1,230 @@
+"""Rendering of Iceberg's Spark procedure calls, one `CALL` per maintenance action.
+
+Nothing a table name or an option carries can change what a statement does: the table goes into the
+procedure's `table` argument as backtick-quoted parts (Iceberg parses it with Spark's multipart
+identifier parser) inside an escaped SQL string literal, qualified with the catalog so a namespace
+that happens to share a catalog's name is still addressed exactly. Option keys come from a per-action
+allowlist and values are parsed and re-printed from their type, never copied through.
+
+Spark substitutes `${...}` in SQL text, also inside the parsed `table` string; the statements are exact
+only in a session that ran `SESSION_SETUP` first (the runner does).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+
+from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import (
+    InvalidProcedureOptionError,
+    InvalidTableIdentifierError,
+    UnsafeMaintenanceError,
+)
+
+SESSION_SETUP: tuple[str, ...] = ("SET spark.sql.variable.substitute=false",)
+ORPHAN_MIN_AGE = timedelta(hours=24)  # Iceberg's own floor; never go below it
+_CATALOG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INT = re.compile(r"[0-9]{1,18}")
+_DECIMAL = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?")
+
+
+Validator = Callable[[str], str]
+
+
+def _int_between(low: int, high: int) -> Validator:
+    def validate(value: str) -> str:
+        if not _INT.fullmatch(value) or not low <= int(value) <= high:
+            raise ValueError(f"expected a whole number from {low} to {high}")
+        return str(int(value))
+
+    return validate
+
+
+def _boolean(value: str) -> str:
+    if value.lower() not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return value.lower()
+
+
+def _ratio(value: str) -> str:
+    if not _DECIMAL.fullmatch(value) or not 0 < float(value) <= 1:
+        raise ValueError("expected a decimal number above 0 and at most 1")
+    return repr(float(value))
+
+
+def _one_of(*choices: str) -> Validator:
+    def validate(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return value
+
+    return validate
+
+
+def parse_timestamp(value: str) -> datetime:
+    """An ISO 8601 timestamp; one without an offset is taken as UTC (Spark sessions here run in UTC)."""
+    if not value or len(value) > 40 or not value.isascii():
+        raise ValueError("expected an ISO 8601 timestamp such as 2024-05-01T00:00:00+00:00")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("expected an ISO 8601 timestamp such as 2024-05-01T00:00:00+00:00") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _timestamp(value: str) -> str:
+    return parse_timestamp(value).strftime("%Y-%m-%d %H:%M:%S.%f+00:00")
+
+
+_BYTES = _int_between(1, 2**50)
+_COUNT = _int_between(1, 1_000_000)
+_JOB_ORDER = _one_of("bytes-asc", "bytes-desc", "files-asc", "files-desc", "none")
+_REWRITE_COMMON: dict[str, Validator] = {
+    "target-file-size-bytes": _BYTES,
+    "min-file-size-bytes": _int_between(0, 2**50),
+    "max-file-size-bytes": _BYTES,
+    "min-input-files": _COUNT,
+    "rewrite-all": _boolean,
+    "max-file-group-size-bytes": _BYTES,
+    "max-concurrent-file-group-rewrites": _int_between(1, 1000),
+    "partial-progress.enabled": _boolean,
+    "partial-progress.max-commits": _int_between(1, 10_000),
+    "rewrite-job-order": _JOB_ORDER,
+}
+# Per action: options that go into the procedure's `options => map(...)`.
+MAP_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
+    MaintenanceAction.REWRITE_DATA_FILES: _REWRITE_COMMON
+    | {
+        "delete-file-threshold": _int_between(0, 1_000_000),
+        "delete-ratio-threshold": _ratio,
+        "use-starting-sequence-number": _boolean,
+        "remove-dangling-deletes": _boolean,
+        "partial-progress.max-failed-commits": _int_between(0, 10_000),
+    },
+    MaintenanceAction.REWRITE_POSITION_DELETE_FILES: dict(_REWRITE_COMMON),
+}
+# Per action: options that are named procedure arguments, rendered as typed SQL literals.
+ARGUMENT_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
+    MaintenanceAction.REWRITE_DATA_FILES: {"strategy": _one_of("binpack", "sort")},
+    MaintenanceAction.REWRITE_POSITION_DELETE_FILES: {},
+    MaintenanceAction.REWRITE_MANIFESTS: {"use_caching": _boolean, "spec_id": _int_between(0, 100_000)},
+    MaintenanceAction.EXPIRE_SNAPSHOTS: {
+        "older_than": _timestamp,
+        "retain_last": _int_between(1, 100_000),
+        "max_concurrent_deletes": _int_between(1, 1000),
+        "stream_results": _boolean,
+        "clean_expired_metadata": _boolean,
+    },
+    MaintenanceAction.REMOVE_ORPHAN_FILES: {
+        "older_than": _timestamp,
+        "dry_run": _boolean,
+        "max_concurrent_deletes": _int_between(1, 1000),
+    },
+}
+_STRING_ARGUMENTS = {"strategy"}
+_TIMESTAMP_ARGUMENTS = {"older_than"}
+_REFUSED = {
+    "where": "a filter would address only part of the table; icepack maintains whole tables",
+    "table": "the table comes from the table key, not from options",
+    "options": "give map options as separate keys",
+}
+
+
+def sql_string(value: str) -> str:
+    """A Spark SQL string literal that unescapes to exactly `value`."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def quote_identifier(*parts: str) -> str:
+    """A multipart identifier with every part in backticks (backticks doubled)."""
+    return ".".join("`" + part.replace("`", "``") + "`" for part in parts)
+
+
+def spark_catalog_name(catalog: str) -> str:
+    """The catalog name as it may appear unquoted in a statement: letters, digits, underscore."""
+    if not _CATALOG_NAME.fullmatch(catalog):
+        raise InvalidTableIdentifierError(
+            f"catalog name {catalog!r} cannot be used in Spark SQL: use letters, digits and '_' only"
+        )
+    return catalog
+
+
+def qualified_table(catalog: str, key: TableKey) -> str:
+    """The table as Spark SQL addresses it: `catalog`.`ns`.`table`, every part quoted."""
+    return quote_identifier(spark_catalog_name(catalog), *key.identifier)
+
+
+def validate_options(key: TableKey, action: MaintenanceAction, options: Mapping[str, str]) -> dict[str, str]:
+    """Options checked against the action's allowlist, values in their canonical printed form."""
+    allowed = MAP_OPTIONS.get(action, {}) | ARGUMENT_OPTIONS[action]
+    clean = {}
+    for name, value in options.items():
+        if name in _REFUSED:
+            reason = f"refused for {action}: {_REFUSED[name]}"
+            raise InvalidProcedureOptionError(key.text, name, value, reason)
+        if name not in allowed:
+            known = ", ".join(sorted(allowed)) or "none"
+            raise InvalidProcedureOptionError(
+                key.text, name, value, f"not an option of {action} (allowed: {known})"
+            )
+        if not isinstance(value, str):
+            raise InvalidProcedureOptionError(key.text, name, value, "option values are strings")
+        try:
+            clean[name] = allowed[name](value)
+        except ValueError as error:
+            raise InvalidProcedureOptionError(key.text, name, value, f"{action}: {error}") from None
+    return clean
+
+
+def render_call(catalog: str, key: TableKey, action: MaintenanceAction, options: Mapping[str, str]) -> str:
+    """The `CALL <catalog>.system.<action>(...)` statement for one action on one table."""
+    clean = validate_options(key, action, options)
+    table_argument = sql_string(quote_identifier(spark_catalog_name(catalog), *key.identifier))
+    arguments = [f"table => {table_argument}"]
+    for name in ARGUMENT_OPTIONS[action]:
+        if name not in clean:
+            continue
+        if name in _TIMESTAMP_ARGUMENTS:
+            arguments.append(f"{name} => TIMESTAMP {sql_string(clean[name])}")
+        elif name in _STRING_ARGUMENTS:
+            arguments.append(f"{name} => {sql_string(clean[name])}")
+        else:
+            arguments.append(f"{name} => {clean[name]}")
+    entries = [(name, value) for name, value in sorted(clean.items()) if name in MAP_OPTIONS.get(action, {})]
+    if entries:
+        pairs = ", ".join(f"{sql_string(name)}, {sql_string(value)}" for name, value in entries)
+        arguments.append(f"options => map({pairs})")
+    return f"CALL {catalog}.system.{action.value}({', '.join(arguments)})"
+
+
+def guard_action(
+    key: TableKey,
+    action: MaintenanceAction,
+    options: Mapping[str, str],
+    properties: Mapping[str, str],
+    now: datetime,
+) -> None:
+    """Refuse what must never run: destructive actions on a table with gc.enabled=false, and orphan
+    removal that would consider files younger than 24 hours (they may belong to a running write)."""
+    now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    # Iceberg reads gc.enabled with Boolean.parseBoolean: anything but "true" disables garbage collection.
+    if action.destructive and properties.get("gc.enabled", "true").lower() != "true":
+        raise UnsafeMaintenanceError(
+            f"table {key.text}: {action} refused: the table sets gc.enabled={properties['gc.enabled']!r}, "
+            "so maintenance must never delete its files"
+        )
+    if action is MaintenanceAction.REMOVE_ORPHAN_FILES and "older_than" in options:
+        value = options["older_than"]
+        try:
+            older_than = parse_timestamp(value)
+        except ValueError as error:
+            raise InvalidProcedureOptionError(key.text, "older_than", value, str(error)) from None
+        if now - older_than < ORPHAN_MIN_AGE:
+            raise UnsafeMaintenanceError(
+                f"table {key.text}: {action} refused: older_than {older_than.isoformat()} is less than "
+                f"24 hours before now ({now.astimezone(UTC).isoformat()}); files that young may belong to a "
+                "write in progress. Use an older_than at least 24 hours ago."
+            )

@@ -1,0 +1,298 @@
+"""Runs one table's maintenance actions on Spark, in order, each as one Iceberg procedure call.
+
+Every table gets its own `spark.newSession()`: the table's `icepack.spark.sql.*` overrides are `SET`
+there and die with it, so they never reach another table. Everything that can be refused is refused
+before Spark is touched (options, overrides, safety guards); a failing action stops the table's later
+actions, since they were planned on the state the failed one should have produced.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from py4j.protocol import Py4JError, Py4JJavaError
+from pyspark.errors import AnalysisException, PySparkException
+
+from icepack_dagster.domain.actions import ActionImpact, ActionResult, ActionStatus, MaintenanceAction
+from icepack_dagster.domain.procedures import SESSION_SETUP, guard_action, qualified_table, render_call
+from icepack_dagster.domain.recommendation_model import RecommendedAction
+from icepack_dagster.domain.spark_overrides import render_set, resolve_overrides
+from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import (
+    IcepackError,
+    InvalidTableIdentifierError,
+    MaintenanceError,
+    TableNotFoundError,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+StatusReader = Callable[[], TableStatus]
+ProgressSink = Callable[[str], None]
+_SECRETS = [
+    (re.compile(r"(://)[^/\s:@]+:[^/\s@]+@"), r"\1**********@"),
+    (
+        re.compile(r"((?:password|secret|token|credential)[\"']?\s*[=:]\s*)[^\s,;&\"']+", re.IGNORECASE),
+        r"\1**********",
+    ),
+]
+_MAX_MESSAGE = 600
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One action ready to run (statements) or refused before running (error)."""
+
+    action: MaintenanceAction
+    statements: tuple[str, ...] = ()
+    error: str | None = None
+    dry_run_option: bool = False
+
+
+def _clean(message: str) -> str:
+    for pattern, replacement in _SECRETS:
+        message = pattern.sub(replacement, message)
+    return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 3] + "..."
+
+
+def spark_error_message(error: Exception) -> str:
+    """The useful part of a Spark or Java error: its first line and the Java root cause, no secrets."""
+    if isinstance(error, Py4JJavaError):
+        java = error.java_exception
+        text = str(java.toString())
+        cause = java.getCause()
+        while cause is not None and cause.getCause() is not None:
+            cause = cause.getCause()
+        if cause is not None and str(cause.toString()) not in text:
+            text += f" (caused by {cause.toString()})"
+    else:
+        text = str(error).split("\n\nJVM stacktrace:")[0]
+    return _clean(" ".join(text.strip().splitlines()[:2]))
+
+
+_IMPACT_FIELDS = {
+    "data_files": "live_data_files",
+    "delete_files": "live_delete_files",
+    "data_bytes": "live_data_bytes",
+    "manifests": "manifest_count",
+    "snapshots": "snapshot_count",
+}
+
+
+def _measured(impact: ActionImpact, before: TableStatus | None, after: TableStatus | None) -> ActionImpact:
+    """The impact with the status numbers before and after the action."""
+    update = {}
+    for name, field in _IMPACT_FIELDS.items():
+        update[f"{name}_before"] = getattr(before, field) if before else None
+        update[f"{name}_after"] = getattr(after, field) if after else None
+    return impact.model_copy(update=update)
+
+
+class MaintenanceRunner:
+    """Runs maintenance for tables of one Spark catalog (the catalog's name in Spark and in settings)."""
+
+    def __init__(self, spark: SparkSession | None, catalog_name: str) -> None:
+        """`spark` may be None for a runner that only ever does dry runs."""
+        self._spark = spark
+        self._catalog = catalog_name
+
+    def _plan(
+        self,
+        key: TableKey,
+        actions: Sequence[RecommendedAction],
+        properties: Mapping[str, str],
+        now: datetime,
+    ) -> list[_Plan]:
+        """Statements for each action, or why it is refused; pure, touches no Spark."""
+        if key.catalog != self._catalog:
+            raise InvalidTableIdentifierError(
+                f"table {key.text} is in catalog {key.catalog!r}; this runner runs on {self._catalog!r}"
+            )
+        try:
+            sets = tuple(render_set(k, v, key.text) for k, v in resolve_overrides(key.text, properties))
+        except IcepackError as error:
+            return [_Plan(a.action, error=str(error)) for a in actions]
+        plans = []
+        for recommended in actions:
+            try:
+                guard_action(key, recommended.action, recommended.options, properties, now)
+                call = render_call(self._catalog, key, recommended.action, recommended.options)
+            except IcepackError as error:
+                plans.append(_Plan(recommended.action, error=str(error)))
+                continue
+            dry = recommended.options.get("dry_run", "false").lower() == "true"
+            plans.append(_Plan(recommended.action, (*SESSION_SETUP, *sets, call), dry_run_option=dry))
+        return plans
+
+    def run(
+        self,
+        key: TableKey,
+        actions: Sequence[RecommendedAction],
+        properties: Mapping[str, str] | None = None,
+        *,
+        dry_run: bool = False,
+        status_before: StatusReader | None = None,
+        on_progress: ProgressSink | None = None,
+        now: datetime | None = None,
+    ) -> list[ActionResult]:
+        """Run `actions` on one table, in the given order; one result per action.
+
+        `properties` are the table's properties (overrides and gc.enabled are read from them).
+        `status_before` reads the table's status; it is called before each action and again after it
+        to fill the impact. A dry run renders the statements and returns without touching Spark.
+        Raises `TableNotFoundError` when the table does not exist; every other problem is a `failed`
+        result naming the table and the action, and the table's later actions are `skipped`."""
+        progress = on_progress or (lambda message: logger.info("%s", message))
+        plans = self._plan(key, actions, properties or {}, now or datetime.now(UTC))
+        session = None if dry_run else self._table_session(key)
+        meter = _StatusMeter(status_before, key, progress)
+        results: list[ActionResult] = []
+        try:
+            for plan in plans:
+                results.append(self._one(key, plan, results, session, meter, progress))
+        finally:
+            if session is not None:
+                _close_catalog(session, self._catalog)
+        return results
+
+    def _one(
+        self,
+        key: TableKey,
+        plan: _Plan,
+        earlier: list[ActionResult],
+        session: SparkSession | None,
+        meter: _StatusMeter,
+        progress: ProgressSink,
+    ) -> ActionResult:
+        """One action: skipped after an earlier failure, failed when refused, rendered on a dry run,
+        else executed and measured."""
+        failed = next((r.action for r in earlier if r.status == "failed"), None)
+        if failed is not None:
+            reason = f"{failed} failed earlier in this run on table {key.text}"
+            return self._unrun(plan, "skipped", reason=reason)
+        if plan.error is not None:
+            progress(plan.error)
+            return self._unrun(plan, "failed", error=plan.error)
+        if session is None:
+            return self._unrun(plan, "dry_run")
+        before = meter.before()
+        progress(f"table {key.text}: running {plan.action}")
+        result = self._execute(session, key, plan)
+        after = meter.after(result.status == "succeeded")
+        progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s")
+        return result.model_copy(update={"impact": _measured(result.impact, before, after)})
+
+    def _table_session(self, key: TableKey) -> SparkSession:
+        """A fresh session for this table, after checking that the table exists."""
+        if self._spark is None:
+            raise MaintenanceError(f"table {key.text}: this runner has no Spark session (dry runs only)")
+        session = self._spark.newSession()
+        for statement in SESSION_SETUP:
+            session.sql(statement)
+        try:
+            session.table(qualified_table(self._catalog, key))
+        except (PySparkException, Py4JJavaError) as error:
+            _close_catalog(session, self._catalog)
+            if isinstance(error, AnalysisException) and error.getErrorClass() == "TABLE_OR_VIEW_NOT_FOUND":
+                message = f"table {key.text} does not exist in catalog {self._catalog!r}"
+                raise TableNotFoundError(message) from None
+            message = f"table {key.text}: cannot be opened on Spark: {spark_error_message(error)}"
+            raise MaintenanceError(message) from None
+        return session
+
+    def _execute(self, session: SparkSession, key: TableKey, plan: _Plan) -> ActionResult:
+        started = time.monotonic()
+        try:
+            rows = []
+            for statement in plan.statements:
+                rows = session.sql(statement).collect()
+            output = self._output(plan, rows)
+        except (PySparkException, Py4JJavaError) as error:
+            message = f"table {key.text}: {plan.action} failed on Spark: {spark_error_message(error)}"
+            return ActionResult(
+                action=plan.action,
+                status="failed",
+                statements=plan.statements,
+                duration_seconds=time.monotonic() - started,
+                error=message,
+            )
+        impact = ActionImpact(procedure_output=output)
+        if plan.action is MaintenanceAction.REMOVE_ORPHAN_FILES:
+            found = int(output["orphan_file_count"] or 0)
+            impact = impact.model_copy(update={"orphan_files_removed": 0 if plan.dry_run_option else found})
+        return ActionResult(
+            action=plan.action,
+            status="succeeded",
+            statements=plan.statements,
+            impact=impact,
+            duration_seconds=time.monotonic() - started,
+        )
+
+    @staticmethod
+    def _output(plan: _Plan, rows: list[Any]) -> dict[str, int | float | str | None]:
+        """The procedure's result row; orphan removal returns one row per file, so it is counted."""
+        if plan.action is MaintenanceAction.REMOVE_ORPHAN_FILES:
+            return {"orphan_file_count": len(rows)}
+        return {k: v for k, v in rows[0].asDict().items() if isinstance(v, int | float | str)} if rows else {}
+
+    @staticmethod
+    def _unrun(
+        plan: _Plan, status: ActionStatus, error: str | None = None, reason: str | None = None
+    ) -> ActionResult:
+        statements = () if status == "skipped" else plan.statements
+        return ActionResult(
+            action=plan.action,
+            status=status,
+            statements=statements,
+            duration_seconds=0.0,
+            error=error,
+            reason=reason,
+        )
+
+
+class _StatusMeter:
+    """Reads the table status around each action; the status after one action is the status before
+    the next, so each state is read once. A status that cannot be read leaves the numbers empty: the
+    action's outcome matters more than its measured impact."""
+
+    def __init__(self, read: StatusReader | None, key: TableKey, progress: ProgressSink) -> None:
+        self._read_status = read
+        self._key = key
+        self._progress = progress
+        self._last: TableStatus | None = None
+
+    def _read(self) -> TableStatus | None:
+        if self._read_status is None:
+            return None
+        try:
+            return self._read_status()
+        except IcepackError as error:
+            self._progress(f"table {self._key.text}: status could not be read for the impact: {error}")
+            return None
+
+    def before(self) -> TableStatus | None:
+        return self._last or self._read()
+
+    def after(self, succeeded: bool) -> TableStatus | None:
+        self._last = self._read() if succeeded else None
+        return self._last
+
+
+def _close_catalog(session: SparkSession, catalog: str) -> None:
+    """A new session opens its own catalog client (JDBC connections, HTTP pools); close it with the
+    session, or a long-running process leaks one per table. Spark has no public call for this."""
+    try:
+        client = session._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
+        client.close()
+    except Py4JError as error:  # not an Iceberg catalog, or its client has no close: nothing to release
+        logger.debug("catalog %s of a table session not closed: %s", catalog, error)

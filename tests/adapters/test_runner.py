@@ -1,0 +1,317 @@
+"""Contract: the maintenance runner does, on real Spark and real Iceberg tables, what each action
+promises and nothing else. Rewrites compact data files, delete files and manifests; expiry keeps
+retain_last and every branch and tag head; orphan removal deletes only unreferenced files older than
+its threshold. Table contents never change. A dry run, a refused guard, a rejected override and a
+failing action touch nothing beyond what already ran; later actions are skipped; overrides stay in the
+table's own session; hostile table names are addressed exactly; a missing table is a clean error."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.procedures import ARGUMENT_OPTIONS, MAP_OPTIONS, qualified_table
+from icepack_dagster.domain.recommendation_model import RecommendedAction
+from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import TableNotFoundError
+from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.iceberg.status_reader import collect_status
+from icepack_dagster.spark.runner import MaintenanceRunner
+from tests.tables_testkit import table_fingerprint
+
+pytestmark = pytest.mark.spark
+
+A = MaintenanceAction
+MOR = (
+    "'format-version'='2', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
+    "'write.merge.mode'='merge-on-read', 'write.delete.granularity'='partition'"
+)
+FIVE_DAYS_AGO = time.time() - 5 * 24 * 3600
+YESTERDAY_BUT_ONE_HOUR = (datetime.now(UTC) - timedelta(hours=23)).isoformat()
+
+
+def action(kind: MaintenanceAction, **options: str) -> RecommendedAction:
+    return RecommendedAction(action=kind, reason="test", priority=1.0, options=options)
+
+
+def make_table(
+    spark: SparkSession, namespace: str, name: str, commits: int, properties: str = ""
+) -> TableKey:
+    """A tiny table with one data file of 10 rows and one snapshot per commit."""
+    key = TableKey(catalog="lake", namespace=(namespace,), name=name)
+    qualified = qualified_table("lake", key)
+    props = f" TBLPROPERTIES ({properties})" if properties else ""
+    spark.sql(f"CREATE TABLE {qualified} (id bigint, payload string) USING iceberg{props}")
+    for start in range(0, 10 * commits, 10):
+        spark.sql(f"INSERT INTO {qualified} SELECT id, string(id) FROM range({start}, {start + 10}, 1, 1)")
+    return key
+
+
+def status_reader(catalogs: CatalogSet, key: TableKey) -> Callable[[], TableStatus]:
+    return lambda: collect_status(catalogs.get("lake"), key, HealthThresholds(), datetime.now(UTC))
+
+
+def snapshot_ids(spark: SparkSession, key: TableKey) -> set[int]:
+    rows = spark.sql(f"SELECT snapshot_id FROM {qualified_table('lake', key)}.snapshots").collect()
+    return {r[0] for r in rows}
+
+
+def live_files(spark: SparkSession, key: TableKey, content: int = 0) -> list[str]:
+    rows = spark.sql(f"SELECT file_path FROM {qualified_table('lake', key)}.files WHERE content = {content}")
+    return [r[0] for r in rows.collect()]
+
+
+def local(path: str) -> Path:
+    return Path(path.removeprefix("file:"))
+
+
+def test_rewrite_data_files_compacts_in_a_session_of_its_own(spark, catalogs: CatalogSet, namespace) -> None:
+    key = make_table(spark, namespace, "small_files", commits=6)
+    qualified = qualified_table("lake", key)
+    before = table_fingerprint(spark, qualified)
+    shuffle_partitions = spark.conf.get("spark.sql.shuffle.partitions")
+
+    [result] = MaintenanceRunner(spark, "lake").run(
+        key,
+        [action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})],
+        {"icepack.spark.sql.shuffle.partitions": "3"},
+        status_before=status_reader(catalogs, key),
+    )
+
+    assert result.status == "succeeded", result.error
+    assert "SET spark.sql.shuffle.partitions=3" in result.statements
+    assert result.statements[-1].startswith("CALL lake.system.rewrite_data_files(")
+    assert result.impact.procedure_output["rewritten_data_files_count"] == 6
+    assert (result.impact.data_files_before, result.impact.data_files_after) == (6, 1)
+    assert len(live_files(spark, key)) == 1
+    assert table_fingerprint(spark, qualified) == before
+    assert spark.conf.get("spark.sql.shuffle.partitions") == shuffle_partitions  # the override did not leak
+
+
+def test_rewrite_position_delete_files_merges_delete_files(spark, catalogs: CatalogSet, namespace) -> None:
+    key = make_table(spark, namespace, "with_deletes", commits=2, properties=MOR)
+    qualified = qualified_table("lake", key)
+    for doomed in (0, 1, 10):
+        spark.sql(f"DELETE FROM {qualified} WHERE id = {doomed}")
+    assert len(live_files(spark, key, content=1)) == 3
+    before = table_fingerprint(spark, qualified)
+
+    [result] = MaintenanceRunner(spark, "lake").run(
+        key, [action(A.REWRITE_POSITION_DELETE_FILES, **{"rewrite-all": "true"})], {},
+        status_before=status_reader(catalogs, key),
+    )
+
+    assert result.status == "succeeded", result.error
+    assert result.impact.procedure_output["rewritten_delete_files_count"] == 3
+    assert (result.impact.delete_files_before, result.impact.delete_files_after) == (3, 1)
+    assert table_fingerprint(spark, qualified) == before == (17, before[1])
+
+
+def test_rewrite_manifests_merges_manifests(spark, catalogs: CatalogSet, namespace: str) -> None:
+    key = make_table(spark, namespace, "many_manifests", commits=5)
+    qualified = qualified_table("lake", key)
+    before = table_fingerprint(spark, qualified)
+
+    [result] = MaintenanceRunner(spark, "lake").run(
+        key, [action(A.REWRITE_MANIFESTS)], {}, status_before=status_reader(catalogs, key)
+    )
+
+    assert result.status == "succeeded", result.error
+    assert result.impact.procedure_output == {"rewritten_manifests_count": 5, "added_manifests_count": 1}
+    assert (result.impact.manifests_before, result.impact.manifests_after) == (5, 1)
+    assert table_fingerprint(spark, qualified) == before
+
+
+def test_expire_snapshots_keeps_retain_last_and_every_ref_head(spark, namespace: str) -> None:
+    key = make_table(spark, namespace, "backlog", commits=6)
+    qualified = qualified_table("lake", key)
+    rows = spark.sql(f"SELECT snapshot_id FROM {qualified}.history ORDER BY made_current_at").collect()
+    history = [r[0] for r in rows]
+    spark.sql(f"ALTER TABLE {qualified} CREATE TAG keep_tag AS OF VERSION {history[1]}")
+    spark.sql(f"ALTER TABLE {qualified} CREATE BRANCH audit AS OF VERSION {history[2]}")
+    before = table_fingerprint(spark, qualified)
+    tagged = spark.sql(f"SELECT count(*) FROM {qualified} VERSION AS OF 'keep_tag'").collect()[0][0]
+    future = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
+
+    [result] = MaintenanceRunner(spark, "lake").run(
+        key, [action(A.EXPIRE_SNAPSHOTS, older_than=future, retain_last="2")], {}
+    )
+
+    assert result.status == "succeeded", result.error
+    # main keeps its last 2; the branch keeps its head and one parent (retain_last applies to every
+    # branch); the tag keeps its snapshot; only the first and fourth snapshots go
+    assert snapshot_ids(spark, key) == {history[1], history[2], history[4], history[5]}
+    assert result.impact.procedure_output["deleted_manifest_lists_count"] == 2
+    assert table_fingerprint(spark, qualified) == before
+    assert spark.sql(f"SELECT count(*) FROM {qualified} VERSION AS OF 'keep_tag'").collect()[0][0] == tagged
+
+
+def test_remove_orphan_files_removes_only_old_unreferenced_files(spark, namespace: str) -> None:
+    key = make_table(spark, namespace, "orphans", commits=2)
+    qualified = qualified_table("lake", key)
+    referenced = [local(p) for p in live_files(spark, key)]
+    table_dir = referenced[0].parent.parent
+    old_orphan, young_orphan = table_dir / "data" / "old-orphan.parquet", table_dir / "data" / "young.parquet"
+    shutil.copy(referenced[0], old_orphan)
+    for path in table_dir.rglob("*"):  # every file, referenced or not, is older than the threshold...
+        os.utime(path, (FIVE_DAYS_AGO, FIVE_DAYS_AGO))
+    shutil.copy(referenced[0], young_orphan)  # ...except this one
+    every_file_before = {p for p in table_dir.rglob("*") if p.is_file()}
+    before = table_fingerprint(spark, qualified)
+    older_than = (datetime.now(UTC) - timedelta(days=3)).isoformat()
+    runner = MaintenanceRunner(spark, "lake")
+
+    [dry] = runner.run(key, [action(A.REMOVE_ORPHAN_FILES, older_than=older_than, dry_run="true")], {})
+    assert dry.status == "succeeded", dry.error
+    assert (dry.impact.procedure_output["orphan_file_count"], dry.impact.orphan_files_removed) == (1, 0)
+    assert {p for p in table_dir.rglob("*") if p.is_file()} == every_file_before
+
+    [result] = runner.run(key, [action(A.REMOVE_ORPHAN_FILES, older_than=older_than)], {})
+    assert result.status == "succeeded", result.error
+    assert result.impact.orphan_files_removed == 1
+    assert {p for p in table_dir.rglob("*") if p.is_file()} == every_file_before - {old_orphan}
+    assert young_orphan.exists() and all(p.exists() for p in referenced)
+    assert table_fingerprint(spark, qualified) == before
+
+
+@pytest.mark.parametrize(
+    ("properties", "first", "expected"),
+    [
+        ({"gc.enabled": "false"}, action(A.EXPIRE_SNAPSHOTS, retain_last="1"), "gc.enabled"),
+        ({}, action(A.REMOVE_ORPHAN_FILES, older_than=YESTERDAY_BUT_ONE_HOUR), "24 hours"),
+        ({"icepack.spark.sql.shuffle.partitions": "4; DROP x"}, action(A.REWRITE_DATA_FILES), "shuffle"),
+        ({"icepack.spark.sql.warehouse.dir": "/tmp"}, action(A.REWRITE_DATA_FILES), "allowlisted"),
+    ],
+    ids=["gc-disabled", "orphans-under-24h", "override-injection", "override-not-allowlisted"],
+)
+def test_refusals_touch_nothing_and_skip_the_rest(
+    spark, namespace: str, properties: dict[str, str], first: RecommendedAction, expected: str
+) -> None:
+    key = make_table(spark, namespace, "guarded", commits=3)
+    qualified = qualified_table("lake", key)
+    data_dir = local(live_files(spark, key)[0]).parent
+    orphan = data_dir / "stray.parquet"
+    shutil.copy(local(live_files(spark, key)[0]), orphan)
+    os.utime(orphan, (FIVE_DAYS_AGO, FIVE_DAYS_AGO))
+    snapshots, files = snapshot_ids(spark, key), set(data_dir.iterdir())
+    before = table_fingerprint(spark, qualified)
+
+    first_result, second = MaintenanceRunner(spark, "lake").run(
+        key, [first, action(A.REWRITE_MANIFESTS)], properties
+    )
+
+    assert first_result.status == "failed" and first_result.statements == ()
+    assert key.text in (first_result.error or "") and expected in (first_result.error or "")
+    assert second.status == "skipped" and str(first.action) in (second.reason or "")
+    assert snapshot_ids(spark, key) == snapshots and set(data_dir.iterdir()) == files
+    assert table_fingerprint(spark, qualified) == before
+
+
+def test_a_failing_action_is_reported_and_later_actions_are_skipped(spark, namespace: str) -> None:
+    key = make_table(spark, namespace, "unsorted", commits=3)
+    qualified = qualified_table("lake", key)
+    snapshots, before = snapshot_ids(spark, key), table_fingerprint(spark, qualified)
+
+    failed, skipped = MaintenanceRunner(spark, "lake").run(
+        key, [action(A.REWRITE_DATA_FILES, strategy="sort"), action(A.REWRITE_MANIFESTS)], {}
+    )
+
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert failed.error.startswith(f"table {key.text}: rewrite_data_files failed")
+    assert "sort order" in failed.error and "\tat " not in failed.error  # the cause, not a stack trace
+    assert skipped.status == "skipped" and skipped.reason is not None
+    assert snapshot_ids(spark, key) == snapshots and table_fingerprint(spark, qualified) == before
+
+
+def test_dry_run_renders_without_touching_the_table(spark, namespace: str) -> None:
+    key = make_table(spark, namespace, "dry", commits=3)
+    qualified = qualified_table("lake", key)
+    snapshots, before = snapshot_ids(spark, key), table_fingerprint(spark, qualified)
+    actions = [action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"}), action(A.REWRITE_MANIFESTS)]
+
+    results = MaintenanceRunner(spark, "lake").run(key, actions, {}, dry_run=True)
+    without_spark = MaintenanceRunner(None, "lake").run(key, actions, {}, dry_run=True)
+
+    assert [r.status for r in results] == ["dry_run", "dry_run"]
+    assert results == without_spark
+    assert results[0].statements[-1] == (
+        f"CALL lake.system.rewrite_data_files(table => '`lake`.`{namespace}`.`dry`', "
+        "options => map('min-input-files', '2'))"
+    )
+    assert snapshot_ids(spark, key) == snapshots and table_fingerprint(spark, qualified) == before
+
+
+def test_hostile_names_are_addressed_exactly(spark, catalogs: CatalogSet) -> None:
+    """A namespace named like the catalog, a name with a dot, quote, backtick, semicolon, unicode and a
+    Spark variable reference; beside it the decoy that a substituted name would address."""
+    catalog = catalogs.get("lake")
+    catalog.create_namespace_if_not_exists("lake")
+    hostile = "t.'`;é✓ ${spark.app.name}"
+    decoy = hostile.replace("${spark.app.name}", spark.conf.get("spark.app.name"))
+    keys = {name: TableKey(catalog="lake", namespace=("lake",), name=name) for name in (hostile, decoy)}
+    for offset, name in enumerate(keys):
+        table = catalog.create_table(("lake", name), schema=pa.schema([("id", pa.int64())]))
+        for batch in range(3):
+            table.append(pa.table({"id": pa.array([batch, batch + 10 * (offset + 1)], pa.int64())}))
+    literal = spark.newSession()  # the test's own reads must not substitute either
+    literal.sql("SET spark.sql.variable.substitute=false")
+    before = {name: table_fingerprint(literal, qualified_table("lake", key)) for name, key in keys.items()}
+    assert before[hostile] != before[decoy]
+
+    [result] = MaintenanceRunner(spark, "lake").run(
+        keys[hostile], [action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})], {}
+    )
+
+    assert result.status == "succeeded", result.error
+    assert len(catalog.load_table(("lake", hostile)).inspect.files()) == 1
+    assert len(catalog.load_table(("lake", decoy)).inspect.files()) == 3
+    assert {n: table_fingerprint(literal, qualified_table("lake", k)) for n, k in keys.items()} == before
+
+
+def test_a_missing_table_is_a_clean_error(spark, namespace: str) -> None:
+    for key in (
+        TableKey(catalog="lake", namespace=(namespace,), name="never_created"),
+        TableKey(catalog="lake", namespace=("no_such_namespace",), name="t"),
+    ):
+        with pytest.raises(TableNotFoundError, match=key.text.replace(".", r"\.")):
+            MaintenanceRunner(spark, "lake").run(key, [action(A.REWRITE_MANIFESTS)], {})
+
+
+SAMPLE_OPTIONS = {
+    "target-file-size-bytes": "1048576", "min-file-size-bytes": "0", "max-file-size-bytes": "2097152",
+    "min-input-files": "2", "rewrite-all": "false", "max-file-group-size-bytes": "1073741824",
+    "max-concurrent-file-group-rewrites": "2", "partial-progress.enabled": "false",
+    "partial-progress.max-commits": "3", "partial-progress.max-failed-commits": "1",
+    "rewrite-job-order": "bytes-desc", "delete-file-threshold": "3", "delete-ratio-threshold": "0.3",
+    "use-starting-sequence-number": "true", "remove-dangling-deletes": "false", "strategy": "binpack",
+    "use_caching": "false", "spec_id": "0", "older_than": "2020-01-01T00:00:00Z", "retain_last": "3",
+    "max_concurrent_deletes": "2", "stream_results": "true", "clean_expired_metadata": "false",
+    "dry_run": "true",
+}
+
+
+def test_every_allowlisted_option_is_accepted_by_the_bundled_iceberg(spark, namespace: str) -> None:
+    key = make_table(spark, namespace, "all_options", commits=3, properties="'format-version'='2'")
+    before = table_fingerprint(spark, qualified_table("lake", key))
+    actions = []
+    for kind in MaintenanceAction:
+        allowed = {*MAP_OPTIONS.get(kind, {}), *ARGUMENT_OPTIONS[kind]}
+        assert allowed <= SAMPLE_OPTIONS.keys(), f"add a sample value for {allowed - SAMPLE_OPTIONS.keys()}"
+        actions.append(action(kind, **{name: SAMPLE_OPTIONS[name] for name in allowed}))
+
+    results = MaintenanceRunner(spark, "lake").run(key, actions, {})
+
+    assert [r.status for r in results] == ["succeeded"] * len(actions), [r.error for r in results]
+    assert table_fingerprint(spark, qualified_table("lake", key)) == before
