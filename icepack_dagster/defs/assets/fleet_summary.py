@@ -1,0 +1,102 @@
+"""`fleet_summary`: every table at a glance, for the UI and for Prometheus."""
+
+import time
+
+import dagster as dg
+
+from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.assets.maintained_table import maintained_table
+from icepack_dagster.defs.assets.table_health import table_health
+from icepack_dagster.defs.event_reads import latest, latest_per_partition, metadata_of, new_materializations
+from icepack_dagster.defs.fleet import FleetSummary, write_prometheus_file
+from icepack_dagster.defs.metadata import (
+    decode_fleet,
+    decode_health,
+    decode_reclaimed,
+    decode_status,
+    fleet_metadata,
+)
+from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
+from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE
+from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.policy import Policy
+from icepack_dagster.engine import Engine
+from icepack_dagster.exceptions import InvalidPolicyError
+
+_QUEUED = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
+_RUNNING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+_PAGE = 1000
+
+
+def _maintenance_runs(instance: dg.DagsterInstance, statuses: list[dg.DagsterRunStatus]) -> int:
+    runs = dg.RunsFilter(tags={KIND_TAG: MAINTENANCE}, statuses=statuses)
+    return len(instance.get_run_records(filters=runs))
+
+
+def _states(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, HealthState]:
+    """Latest health per table; a table not measured yet counts as unknown, never healthy."""
+    records = latest_per_partition(instance, TABLE_HEALTH, partitions)
+    states = {}
+    for partition in partitions:
+        health = decode_health(metadata_of(records[partition])) if partition in records else None
+        states[partition] = health.state if health is not None else HealthState.UNKNOWN
+    return states
+
+
+def _quarantined(engine: Engine, instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, str]:
+    statuses = latest_per_partition(instance, TABLE_STATUS, partitions)
+    quarantined = {}
+    for partition in partitions:
+        key = table_key(partition)
+        status = decode_status(metadata_of(statuses[partition])) if partition in statuses else None
+        try:
+            policy = engine.policy(key, status.properties).policy if status is not None else Policy()
+        except InvalidPolicyError:
+            policy = Policy()
+        history = engine.history(key, policy)
+        if history.quarantined:
+            quarantined[partition] = history.last_error or "unknown error"
+    return quarantined
+
+
+def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> tuple[int, int, int]:
+    """Running totals: the previous summary's plus every maintenance materialized since it."""
+    files = previous.files_reclaimed_total if previous else 0
+    size = previous.bytes_reclaimed_total if previous else 0
+    seen = previous.maintenance_events_seen if previous else 0
+    while records := new_materializations(instance, MAINTAINED_TABLE, seen, _PAGE):
+        for record in records:
+            more_files, more_bytes = decode_reclaimed(metadata_of(record))
+            files, size, seen = files + more_files, size + more_bytes, record.storage_id
+    return files, size, seen
+
+
+@dg.asset(deps=[table_health, maintained_table], group_name="fleet", kinds={"iceberg"})
+def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -> dg.MaterializeResult:
+    """Tables by health state, maintenance pending and running, quarantined tables, and files and bytes
+    reclaimed so far. Also written as Prometheus metrics for node-exporter's textfile collector.
+
+    Grain: one materialization per refresh, after each health sync or maintenance run.
+    """
+    instance = context.instance
+    partitions = list(instance.get_dynamic_partitions(PARTITIONS_NAME))
+    states = _states(instance, partitions)
+    previous_record = latest(instance, FLEET_SUMMARY)
+    previous = decode_fleet(metadata_of(previous_record)) if previous_record else None
+    files, size, seen = _reclaimed(instance, previous)
+    summary = FleetSummary(
+        generated_at_epoch=time.time(),
+        tables=len(partitions),
+        by_state={s: sum(1 for v in states.values() if v is s) for s in HealthState},
+        table_states=states,
+        maintenance_queued=_maintenance_runs(instance, _QUEUED),
+        maintenance_running=_maintenance_runs(instance, _RUNNING),
+        quarantined=_quarantined(icepack.engine, instance, partitions),
+        files_reclaimed_total=files,
+        bytes_reclaimed_total=size,
+        maintenance_events_seen=seen,
+    )
+    write_prometheus_file(summary, icepack.metrics_path)
+    context.log.info(f"fleet: {summary.tables} tables; metrics written to {icepack.metrics_path}")
+    return dg.MaterializeResult(metadata=fleet_metadata(summary, str(icepack.metrics_path)))

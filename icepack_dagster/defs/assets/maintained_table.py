@@ -1,0 +1,78 @@
+"""`maintained_table`: the table after its recommended maintenance ran on Spark."""
+
+import dagster as dg
+
+from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
+from icepack_dagster.defs.assets.maintenance_recommendation import maintenance_recommendation
+from icepack_dagster.defs.event_reads import latest_of, metadata_of
+from icepack_dagster.defs.metadata import decode_recommendation, maintenance_metadata, state_rank
+from icepack_dagster.defs.partitions import ICEBERG_TABLES, table_key
+from icepack_dagster.defs.resources import IcepackResource, SparkResource
+from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.recommendation_model import Recommendation
+
+HEALTH_AFTER_CHECK = "healthy_after_maintenance"
+
+
+def _this_runs_recommendation(context: dg.AssetExecutionContext) -> Recommendation | None:
+    """The recommendation materialized earlier in this run; a stale one from another run is not reused."""
+    record = latest_of(context.instance, MAINTENANCE_RECOMMENDATION, context.partition_key)
+    if record is None or record.run_id != context.run.run_id:
+        return None
+    return decode_recommendation(metadata_of(record))
+
+
+@dg.asset(
+    partitions_def=ICEBERG_TABLES,
+    deps=[maintenance_recommendation],
+    group_name="iceberg_tables",
+    kinds={"iceberg", "spark"},
+    check_specs=[
+        dg.AssetCheckSpec(
+            HEALTH_AFTER_CHECK,
+            asset=MAINTAINED_TABLE,
+            description="Health measured right after maintenance; warns when the table is still unhealthy",
+        )
+    ],
+)
+def maintained_table(
+    context: dg.AssetExecutionContext, icepack: IcepackResource, spark: SparkResource
+) -> dg.MaterializeResult:
+    """Runs the recommended Iceberg procedures (compaction, delete rewrite, manifest rewrite, snapshot
+    expiry, orphan removal) for one table and reports what changed: files and bytes before and after,
+    snapshots expired, orphans removed, duration, the exact SQL.
+
+    Grain: one materialization per maintenance run of the table (one table per run; the run tag
+    `icepack/table` keeps two maintenances of a table from overlapping). A failed action fails the run,
+    is recorded in history, and after `quarantine_after_failures` failures in a row the table is
+    quarantined.
+    """
+    engine = icepack.maintenance_engine(spark)
+    key = table_key(context.partition_key)
+    recommendation = _this_runs_recommendation(context)
+    report = engine.maintain(key, recommendation=recommendation, on_progress=context.log.info)
+    status_after = engine.status(key)
+    health_after = engine.health(status_after)
+    history = engine.history(key, engine.policy(key, status_after.properties).policy)
+    metadata = maintenance_metadata(report, history)
+    metadata |= {
+        "health_after": dg.MetadataValue.text(health_after.state.value),
+        "health_after_rank": dg.MetadataValue.int(state_rank(health_after.state)),
+        "recommendation": dg.MetadataValue.asset(MAINTENANCE_RECOMMENDATION),
+    }
+    if report.outcome == "failed":
+        raise dg.Failure(
+            description=f"maintenance of {key.text} failed: {report.first_error}",
+            metadata=metadata,
+            allow_retries=False,
+        )
+    healthy = health_after.state is HealthState.HEALTHY
+    check = dg.AssetCheckResult(
+        check_name=HEALTH_AFTER_CHECK,
+        passed=healthy,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"state": dg.MetadataValue.text(health_after.state.value)},
+        description=None if healthy else f"still {health_after.state.value}: "
+        + "; ".join(issue.message for issue in health_after.issues),
+    )
+    return dg.MaterializeResult(metadata=metadata, check_results=[check])

@@ -1,0 +1,58 @@
+"""`maintenance_recommendation`: what one table should get now, and why each other action is left out."""
+
+import dagster as dg
+
+from icepack_dagster.defs.assets.table_health import table_health
+from icepack_dagster.defs.metadata import recommendation_metadata, state_rank
+from icepack_dagster.defs.partitions import ICEBERG_TABLES, table_key
+from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.domain.policy import explain_policy, in_window
+from icepack_dagster.engine import utc_now
+
+
+@dg.asset(
+    partitions_def=ICEBERG_TABLES,
+    deps=[table_health],
+    group_name="iceberg_tables",
+    kinds={"iceberg"},
+)
+def maintenance_recommendation(
+    context: dg.AssetExecutionContext, icepack: IcepackResource
+) -> dg.MaterializeResult:
+    """The actions this table needs now, in order, with reasons, expected gain and priority; every
+    action left out names why (policy, cadence, quarantine, nothing to gain).
+
+    Grain: one materialization per maintenance run of the table. It re-reads the table's metadata, so
+    maintenance plans on the table as it is now, not as it was at the last health sync. An invalid
+    policy fails the run with a message naming the table and the field.
+    """
+    engine = icepack.engine
+    key = table_key(context.partition_key)
+    now = utc_now()
+    status = engine.status(key, now)
+    health = engine.health(status)
+    effective = engine.policy(key, status.properties)
+    history = engine.history(key, effective.policy)
+    recommendation = engine.recommend(key, status=status, health=health, now=now)
+    policy_rows = [
+        dg.TableRecord({"field": field, "value": str(value), "source": source})
+        for field, value, source in explain_policy(effective)
+    ]
+    metadata = recommendation_metadata(recommendation, history)
+    metadata |= {
+        "health_state": dg.MetadataValue.text(health.state.value),
+        "health_state_rank": dg.MetadataValue.int(state_rank(health.state)),
+        "in_window": dg.MetadataValue.bool(in_window(effective.policy, now)),
+        "policy": dg.MetadataValue.table(
+            policy_rows,
+            schema=dg.TableSchema(
+                columns=[dg.TableColumn("field"), dg.TableColumn("value"), dg.TableColumn("source")]
+            ),
+        ),
+        "health": dg.MetadataValue.asset(table_health.key),
+    }
+    context.log.info(
+        f"{key.text}: {len(recommendation.actions)} action(s), {len(recommendation.skipped)} left out"
+        + (" (quarantined)" if history.quarantined else "")
+    )
+    return dg.MaterializeResult(metadata=metadata)

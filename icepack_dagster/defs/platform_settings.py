@@ -1,0 +1,67 @@
+"""Dagster-specific knobs: schedule cron, batch sizes, sensor intervals, maintenance caps, the fleet
+metrics file. Kept apart from `IcepackSettings` because only the platform uses them; this is the one
+other reader of the environment (prefix `ICEPACK_PLATFORM_`, documented in docs/DAGSTER.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from icepack_dagster.exceptions import ConfigurationError
+
+
+class PlatformSettings(BaseSettings):
+    """How often the platform looks, how much it does per run and per tick, and how much at once."""
+
+    model_config = SettingsConfigDict(env_prefix="ICEPACK_PLATFORM_", extra="forbid", frozen=True)
+
+    health_sync_cron: str = Field(default="*/15 * * * *", description="When status and health refresh (UTC)")
+    health_sync_batch_size: int = Field(default=200, ge=1, le=5000, description="Tables per health-sync run")
+    health_sync_workers: int = Field(default=8, ge=1, le=64, description="Tables measured at once in a run")
+    discovery_interval_seconds: int = Field(default=30, ge=5, description="Discovery sensor cadence")
+    maintenance_interval_seconds: int = Field(default=30, ge=5, description="Maintenance sensor cadence")
+    max_maintenance_in_flight: int = Field(
+        default=2, ge=1, le=1000, description="Maintenance runs queued or running at once, all tables"
+    )
+    maintenance_runs_per_tick: int = Field(
+        default=2, ge=1, le=1000, description="New maintenance runs per tick"
+    )
+    maintenance_candidates_per_tick: int = Field(
+        default=50, ge=1, le=10000, description="Tables whose recommendation is computed per tick, best first"
+    )
+    health_events_per_tick: int = Field(
+        default=2000, ge=1, description="Health materializations read per tick"
+    )
+    sensors_running_by_default: bool = Field(
+        default=True, description="Sensors and schedule start RUNNING without a click (dagster dev demo)"
+    )
+    fleet_metrics_path: Path | None = Field(
+        default=None,
+        description="Prometheus textfile-collector output; default <icepack home>/metrics/icepack.prom",
+    )
+
+    @field_validator("health_sync_cron")
+    @classmethod
+    def _five_fields(cls, value: str) -> str:
+        if len(value.split()) != 5:
+            raise ValueError(f"{value!r} is not a 5-field cron expression (e.g. '*/15 * * * *')")
+        return value
+
+    @property
+    def default_status(self) -> str:
+        """`RUNNING` or `STOPPED`: how sensors and the schedule start in a fresh instance."""
+        return "RUNNING" if self.sensors_running_by_default else "STOPPED"
+
+
+def load_platform_settings(**overrides: object) -> PlatformSettings:
+    """Platform settings from `ICEPACK_PLATFORM_*`, with one `ConfigurationError` naming each bad field."""
+    try:
+        return PlatformSettings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        lines = []
+        for problem in error.errors(include_input=False, include_url=False):
+            field = ".".join(str(p) for p in problem["loc"])
+            lines.append(f"  ICEPACK_PLATFORM_{field.upper()}: {problem['msg']}")
+        raise ConfigurationError("invalid icepack platform settings:\n" + "\n".join(lines)) from None

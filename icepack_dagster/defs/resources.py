@@ -1,0 +1,79 @@
+"""Resources: the engine (catalogs, status, policy, history, maintenance) and Spark, both from the one
+settings object `build_definitions` received.
+
+The settings travel as a resource dependency, not as run config, so secrets never land in run
+storage or the launchpad. Spark starts only when maintenance asks for a session; status, health and
+sensors never start a JVM.
+"""
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import dagster as dg
+from pydantic import Field, PrivateAttr
+
+from icepack_dagster.engine import Engine
+from icepack_dagster.exceptions import MissingComponentError
+from icepack_dagster.settings import IcepackSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _no_spark() -> "SparkSession":
+    raise MissingComponentError(
+        "this run has no Spark resource: only the maintained_table asset runs maintenance on Spark"
+    )
+
+
+class SparkResource(dg.ConfigurableResource):
+    """Joins the process's Spark session (or starts one) with icepack's catalog configuration."""
+
+    settings: dg.ResourceDependency[IcepackSettings]
+
+    def session(self) -> "SparkSession":
+        from icepack_dagster.spark.session import build_spark_session
+
+        return build_spark_session(self.settings)
+
+
+class IcepackResource(dg.ConfigurableResource):
+    """One `Engine` per run or sensor tick, built on first use. Only maintenance needs Spark: it asks
+    for `maintenance_engine(spark)`, so no other run or tick can start a JVM."""
+
+    settings: dg.ResourceDependency[IcepackSettings]
+    table_workers: int = Field(default=8, ge=1, le=64, description="Tables measured at once in a batch run")
+    fleet_metrics_path: str | None = Field(
+        default=None,
+        description="Prometheus textfile written by fleet_summary; None: <home>/metrics/icepack.prom",
+    )
+    _engine: Engine | None = PrivateAttr(default=None)
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = Engine(self.settings, spark_provider=_no_spark)
+        return self._engine
+
+    def maintenance_engine(self, spark: SparkResource) -> Engine:
+        return Engine(self.settings, spark_provider=spark.session)
+
+
+    @property
+    def metrics_path(self) -> Path:
+        if self.fleet_metrics_path:
+            return Path(self.fleet_metrics_path)
+        return self.settings.home / "metrics" / "icepack.prom"
+
+
+def build_resources(
+    settings: IcepackSettings, table_workers: int = 8, fleet_metrics_path: Path | None = None
+) -> dict[str, dg.ConfigurableResource]:
+    """The `icepack` and `spark` resources from one settings object."""
+    spark = SparkResource(settings=settings)
+    icepack = IcepackResource(
+        settings=settings,
+        table_workers=table_workers,
+        fleet_metrics_path=str(fleet_metrics_path) if fleet_metrics_path else None,
+    )
+    return {"icepack": icepack, "spark": spark}

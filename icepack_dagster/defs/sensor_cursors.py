@@ -1,0 +1,53 @@
+"""Sensor cursors: typed, versioned JSON. A cursor from another version or in a broken shape is not
+guessed at: the sensor starts from the beginning, and deterministic run keys keep that harmless."""
+
+from __future__ import annotations
+
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from icepack_dagster.domain.health_model import HealthState
+
+
+class _Cursor(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def encode(self) -> str:
+        return self.model_dump_json()
+
+
+class DiscoveryCursor(_Cursor):
+    """How many times the partition set changed: names the first health-sync runs of new tables."""
+
+    version: Literal[1] = 1
+    generation: int = Field(default=0, ge=0)
+
+
+class PendingTable(_Cursor):
+    """A table whose latest health asks for maintenance and that has not been launched yet."""
+
+    health_storage_id: int = Field(ge=0)
+    state: HealthState
+    score: float = Field(ge=0, description="Urgency from the health issues; orders the candidates")
+
+
+class MaintenanceCursor(_Cursor):
+    """Where the maintenance sensor stopped reading `table_health` events, and what still waits."""
+
+    version: Literal[1] = 1
+    after_storage_id: int = Field(default=0, ge=0)
+    pending: dict[str, PendingTable] = Field(default_factory=dict)
+
+
+C = TypeVar("C", bound=_Cursor)
+
+
+def decode_cursor(model: type[C], text: str | None) -> C:
+    """The cursor stored by a previous tick, or a fresh one when there is none or it does not parse."""
+    if not text:
+        return model()
+    try:
+        return model.model_validate_json(text)
+    except ValidationError:
+        return model()

@@ -1,0 +1,1 @@
+"""Sensors: discovery (partitions = tables), maintenance (launch work from health), fleet refresh."""

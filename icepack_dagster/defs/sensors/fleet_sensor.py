@@ -1,0 +1,32 @@
+"""Refreshes the fleet summary after each health sync or maintenance run succeeds (one refresh waiting
+at a time, so a sync of many batches does not pile up refreshes)."""
+
+import dagster as dg
+
+from icepack_dagster.defs.jobs import fleet_summary_job, health_sync_job, maintenance_job
+from icepack_dagster.defs.platform_settings import PlatformSettings
+
+_WAITING = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING]
+
+
+def build_fleet_sensor(platform: PlatformSettings) -> dg.RunStatusSensorDefinition:
+    default = dg.DefaultSensorStatus(platform.default_status)
+
+    @dg.run_status_sensor(
+        name="fleet_refresh_sensor",
+        run_status=dg.DagsterRunStatus.SUCCESS,
+        monitored_jobs=[health_sync_job, maintenance_job],
+        request_job=fleet_summary_job,
+        default_status=default,
+        minimum_interval_seconds=platform.maintenance_interval_seconds,
+        description="Refresh fleet_summary when a health sync or a maintenance run succeeds.",
+    )
+    def fleet_refresh_sensor(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
+        waiting = context.instance.get_run_records(
+            filters=dg.RunsFilter(job_name=fleet_summary_job.name, statuses=_WAITING), limit=1
+        )
+        if waiting:
+            return dg.SkipReason("a fleet refresh is already waiting to start; it will include this run")
+        return dg.RunRequest(run_key=f"fleet:{context.dagster_run.run_id}")
+
+    return fleet_refresh_sensor

@@ -1,0 +1,188 @@
+"""The maintenance sensor: launches maintenance, one table per run, for tables whose latest health is
+warning or critical, with no one clicking.
+
+Each tick reads only the `table_health` materializations stored since its cursor, keeps the tables
+that need attention as pending, and judges the most urgent ones: skip a table already queued or
+running, a disabled or invalid policy, cadence not elapsed since its last maintenance run, quarantine,
+outside its maintenance window, or a recommendation with nothing to do. The rest launch in order of
+recommendation priority, within the global cap of runs in flight and the per-tick budget. Run keys
+name the table and the health event, so a restarted daemon never launches the same work twice.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import dagster as dg
+
+from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.event_reads import latest_of, metadata_of, new_materializations
+from icepack_dagster.defs.jobs import maintenance_job
+from icepack_dagster.defs.maintenance_selection import (
+    Decision,
+    Verdict,
+    choose,
+    explain,
+    health_score,
+    needs_attention,
+    order_candidates,
+)
+from icepack_dagster.defs.metadata import decode_health, decode_status
+from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
+from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
+from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
+from icepack_dagster.domain.policy import in_window
+from icepack_dagster.engine import Engine, utc_now
+from icepack_dagster.exceptions import InvalidPolicyError
+
+IN_FLIGHT = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def run_key(partition: str, health_storage_id: int) -> str:
+    return f"maintain:{partition}:{health_storage_id}"
+
+
+@dataclass(frozen=True)
+class _Tick:
+    instance: dg.DagsterInstance
+    engine: Engine
+    now: datetime
+    busy: frozenset[str]
+
+    def hours_since_last_run(self, partition: str) -> float | None:
+        records = self.instance.get_run_records(
+            filters=dg.RunsFilter(tags={TABLE_TAG: partition, KIND_TAG: MAINTENANCE}), limit=1
+        )
+        if not records:
+            return None
+        return (self.now - records[0].create_timestamp).total_seconds() / 3600
+
+    def judge(self, partition: str, pending: PendingTable) -> Decision:
+        def verdict(kind: Verdict, reason: str, priority: float = 0.0, quarantined: bool = False) -> Decision:
+            return Decision(partition=partition, verdict=kind, reason=reason, quarantined=quarantined,
+                            health_storage_id=pending.health_storage_id, priority=priority)
+
+        if partition in self.busy:
+            return verdict("wait", "a maintenance run is already queued or running")
+        record = latest_of(self.instance, TABLE_STATUS, partition)
+        status = decode_status(metadata_of(record)) if record is not None else None
+        if status is None:
+            return verdict("drop", "no readable table_status materialization")
+        key = table_key(partition)
+        try:
+            policy = self.engine.policy(key, status.properties).policy
+        except InvalidPolicyError as error:
+            return verdict("drop", str(error))
+        if not policy.enabled:
+            return verdict("drop", "disabled by policy (icepack.enabled=false)")
+        hours = self.hours_since_last_run(partition)
+        if hours is not None and hours < policy.cadence_hours:
+            return verdict("drop", f"cadence not elapsed: last maintenance {hours:.1f} h ago, "
+                                   f"cadence {policy.cadence_hours:g} h")
+        history = self.engine.history(key, policy)
+        if history.quarantined:
+            return verdict("drop", f"quarantined after {history.consecutive_failures} consecutive failures: "
+                                   f"{history.last_error}", quarantined=True)
+        if not in_window(policy, self.now):
+            return verdict("wait", "outside its maintenance window")
+        recommendation = self.engine.recommend(key, status=status, now=self.now)
+        if not recommendation.needs_work:
+            reasons = "; ".join(f"{s.action.value}: {s.reason}" for s in recommendation.skipped[:2])
+            return verdict("drop", f"nothing to do ({reasons})" if reasons else "nothing to do")
+        return verdict("launch", f"{len(recommendation.actions)} action(s)", recommendation.priority)
+
+
+def _read_new_health(
+    instance: dg.DagsterInstance, cursor: MaintenanceCursor, limit: int
+) -> tuple[int, dict[str, PendingTable], int]:
+    """(new cursor position, pending tables, events read): newest health per table wins."""
+    after = cursor.after_storage_id
+    pending = dict(cursor.pending)
+    records = new_materializations(instance, TABLE_HEALTH, after, limit)
+    for record in records:
+        after = record.storage_id
+        health = decode_health(metadata_of(record))
+        if health is None or record.partition_key is None:
+            continue
+        if needs_attention(health):
+            pending[record.partition_key] = PendingTable(
+                health_storage_id=record.storage_id, state=health.state, score=health_score(health)
+            )
+        else:
+            pending.pop(record.partition_key, None)
+    return after, pending, len(records)
+
+
+def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
+    default = dg.DefaultSensorStatus(platform.default_status)
+
+    @dg.sensor(
+        name="maintenance_sensor",
+        job=maintenance_job,
+        minimum_interval_seconds=platform.maintenance_interval_seconds,
+        default_status=default,
+        description=f"Launches maintenance for unhealthy tables, most valuable first: at most "
+        f"{platform.maintenance_runs_per_tick} per tick and {platform.max_maintenance_in_flight} in flight.",
+    )
+    def maintenance_sensor(context: dg.SensorEvaluationContext, icepack: IcepackResource) -> dg.SensorResult:
+        instance = context.instance
+        after, pending, read = _read_new_health(
+            instance, decode_cursor(MaintenanceCursor, context.cursor), platform.health_events_per_tick
+        )
+        tables = set(instance.get_dynamic_partitions(PARTITIONS_NAME))
+        pending = {p: v for p, v in pending.items() if p in tables}
+        in_flight = [
+            record.dagster_run
+            for record in instance.get_run_records(
+                filters=dg.RunsFilter(tags={KIND_TAG: MAINTENANCE}, statuses=IN_FLIGHT)
+            )
+        ]
+        slots = min(platform.maintenance_runs_per_tick, platform.max_maintenance_in_flight - len(in_flight))
+
+        def result(skip: str | None, requests: list[dg.RunRequest] | None = None) -> dg.SensorResult:
+            cursor = MaintenanceCursor(after_storage_id=after, pending=pending).encode()
+            return dg.SensorResult(run_requests=requests, skip_reason=skip, cursor=cursor)
+
+        if not pending:
+            return result(f"no table needs maintenance ({read} new health event(s) read)")
+        if slots <= 0:
+            return result(f"{len(in_flight)} maintenance run(s) in flight, the cap is "
+                          f"{platform.max_maintenance_in_flight}; {len(pending)} table(s) wait")
+        busy = frozenset(run.tags.get(TABLE_TAG, "") for run in in_flight)
+        tick = _Tick(instance, icepack.engine, utc_now(), busy)
+        decisions: list[Decision] = []
+        judged = 0
+        for partition in order_candidates(pending):
+            if judged >= platform.maintenance_candidates_per_tick:
+                break
+            decision = tick.judge(partition, pending[partition])
+            decisions.append(decision)
+            judged += 0 if decision.quarantined else 1
+        launch, deferred = choose(decisions, slots)
+        for decision in decisions:
+            if decision.verdict == "drop":
+                pending.pop(decision.partition, None)
+                context.log.info(f"{decision.partition}: not maintained: {decision.reason}")
+        for decision in launch:
+            pending.pop(decision.partition, None)
+        if not launch:
+            return result("nothing launched: " + explain(decisions, deferred))
+        requests = [
+            dg.RunRequest(
+                run_key=run_key(d.partition, d.health_storage_id),
+                partition_key=d.partition,
+                tags=maintenance_tags(d.partition, d.health_storage_id),
+            )
+            for d in launch
+        ]
+        context.log.info("launching maintenance: " + ", ".join(f"{d.partition} (priority {d.priority:.3g})"
+                                                              for d in launch))
+        return result(None, requests)
+
+    return maintenance_sensor

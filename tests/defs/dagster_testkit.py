@@ -1,0 +1,99 @@
+"""Helpers for driving the real Dagster definitions in tests: evaluate a sensor or schedule against a
+real instance, apply the partition requests it returned (as the daemon would), run a health sync over
+a partition range, and build small real Iceberg tables through PyIceberg (no Spark needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+
+from icepack_dagster.defs.asset_keys import TABLE_HEALTH
+from icepack_dagster.defs.metadata import decode_health
+from icepack_dagster.defs.tags import range_tags
+from icepack_dagster.domain.health_model import TableHealth
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+def small_file_table(
+    catalog: Catalog, identifier: str, appends: int, properties: dict[str, str] | None = None
+):  # type: ignore[no-untyped-def]
+    """A table of `appends` one-row data files: SMALL_FILES critical once appends >= 8."""
+    table = catalog.create_table(identifier, schema=SCHEMA, properties=properties or {})
+    for i in range(appends):
+        table.append(pa.table({"id": [i], "name": [f"row {i}"]}, schema=SCHEMA))
+    return table
+
+
+def evaluate_sensor(
+    defs: dg.Definitions, name: str, instance: dg.DagsterInstance, cursor: str | None = None
+) -> Any:
+    sensor = defs.resolve_sensor_def(name)
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=defs.resources) as context:
+        return sensor(context)
+
+
+def apply_partition_requests(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
+    """What the daemon does with a sensor's dynamic partition requests."""
+    for request in result.dynamic_partitions_requests or []:
+        if isinstance(request, dg.AddDynamicPartitionsRequest):
+            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        else:
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition(request.partitions_def_name, key)
+
+
+def run_health_sync(
+    defs: dg.Definitions, instance: dg.DagsterInstance, partitions: Sequence[str], **tags: str
+) -> dg.ExecuteInProcessResult:
+    """One health-sync run over the contiguous range first..last of `partitions`."""
+    job = defs.resolve_job_def("health_sync")
+    return job.execute_in_process(
+        instance=instance, tags={**range_tags(partitions[0], partitions[-1]), **tags}
+    )
+
+
+def run_request_tags(request: dg.RunRequest) -> dict[str, str]:
+    return dict(request.tags)
+
+
+def execute_run_request(
+    defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest, job_name: str
+) -> dg.ExecuteInProcessResult:
+    """Execute a sensor's run request in process (so the test's Spark session is reused)."""
+    job = defs.resolve_job_def(request.job_name or job_name)
+    return job.execute_in_process(
+        instance=instance, partition_key=request.partition_key, tags=dict(request.tags), raise_on_error=False
+    )
+
+
+def latest_health(instance: dg.DagsterInstance, partition: str) -> TableHealth:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=TABLE_HEALTH, asset_partitions=[partition]), limit=1
+    ).records
+    assert records, f"no table_health materialization for {partition}"
+    health = decode_health(dict(records[0].asset_materialization.metadata))
+    assert health is not None
+    return health
+
+
+def materializations_in_run(result: dg.ExecuteInProcessResult, node: str) -> list[dg.AssetMaterialization]:
+    return list(result.asset_materializations_for_node(node))
+
+
+def after_run(
+    defs: dg.Definitions, sensor_name: str, instance: dg.DagsterInstance, run: dg.ExecuteInProcessResult
+) -> Any:
+    """Evaluate a run status sensor on a finished in-process run, as the daemon would."""
+    sensor = defs.resolve_sensor_def(sensor_name)
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor_name,
+        dagster_event=run.get_run_success_event(),
+        dagster_instance=instance,
+        dagster_run=run.dagster_run,
+    )
+    return sensor(context)

@@ -1,0 +1,101 @@
+"""The code location: `build_definitions` assembles a loadable `Definitions` from one settings object;
+the lineage is table_status → table_health → maintenance_recommendation → maintained_table, all four
+partitioned by the one `iceberg_tables` dynamic partitions definition; sensors and the schedule start
+running without a click; importing the module reads no environment; the workspace file loads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.partitions import ICEBERG_TABLES
+from icepack_dagster.defs.platform_settings import PlatformSettings, load_platform_settings
+from icepack_dagster.exceptions import ConfigurationError
+from icepack_dagster.settings import IcepackSettings
+
+REPO = Path(__file__).resolve().parents[2]
+LINEAGE = ["table_status", "table_health", "maintenance_recommendation", "maintained_table"]
+
+
+def test_definitions_load_and_validate(settings: IcepackSettings, platform: PlatformSettings) -> None:
+    defs = build_definitions(settings, platform)
+    dg.Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    for upstream, downstream in zip(LINEAGE, LINEAGE[1:], strict=False):
+        assert dg.AssetKey(upstream) in graph.get(dg.AssetKey(downstream)).parent_keys
+    for name in LINEAGE:
+        assert graph.get(dg.AssetKey(name)).partitions_def == ICEBERG_TABLES
+    assert graph.get(dg.AssetKey("fleet_summary")).partitions_def is None
+    assert {s.name for s in defs.sensors} == {
+        "iceberg_table_discovery",
+        "maintenance_sensor",
+        "fleet_refresh_sensor",
+        "post_maintenance_health_sensor",
+    }
+    for sensor in defs.sensors:
+        assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    (schedule,) = defs.schedules
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert schedule.cron_schedule == "*/15 * * * *"
+
+
+def test_platform_knobs_reach_definitions(settings: IcepackSettings) -> None:
+    platform = PlatformSettings(
+        health_sync_cron="0 * * * *", sensors_running_by_default=False, maintenance_interval_seconds=17
+    )
+    defs = build_definitions(settings, platform)
+    assert defs.resolve_schedule_def("health_sync_schedule").cron_schedule == "0 * * * *"
+    sensor = defs.resolve_sensor_def("maintenance_sensor")
+    assert sensor.minimum_interval_seconds == 17
+    assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
+
+
+def test_platform_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ICEPACK_PLATFORM_HEALTH_SYNC_BATCH_SIZE", "50")
+    assert load_platform_settings().health_sync_batch_size == 50
+    monkeypatch.setenv("ICEPACK_PLATFORM_HEALTH_SYNC_BATCH_SIZE", "zero")
+    with pytest.raises(ConfigurationError, match="ICEPACK_PLATFORM_HEALTH_SYNC_BATCH_SIZE"):
+        load_platform_settings()
+    monkeypatch.delenv("ICEPACK_PLATFORM_HEALTH_SYNC_BATCH_SIZE")
+    monkeypatch.setenv("ICEPACK_PLATFORM_HEALTH_SYNC_CRON", "every minute")
+    with pytest.raises(ConfigurationError, match="ICEPACK_PLATFORM_HEALTH_SYNC_CRON"):
+        load_platform_settings()
+
+
+def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_importing_definitions_reads_no_environment(tmp_path: Path) -> None:
+    """A broken ICEPACK_ setting must not break the import, only building the definitions."""
+    env = {**os.environ, "ICEPACK_HOME": str(tmp_path), "ICEPACK_STATUS_WORKERS": "not-a-number"}
+    imported = _python("import icepack_dagster.definitions", env)
+    assert imported.returncode == 0, imported.stderr
+    built = _python("from icepack_dagster.definitions import defs; defs()", env)
+    assert built.returncode != 0
+    assert "status_workers" in built.stderr
+
+
+def test_workspace_file_loads_the_code_location(tmp_path: Path) -> None:
+    """`dagster definitions validate -w workspace.yaml`, as an operator would run it."""
+    env = {**os.environ, "ICEPACK_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path)}
+    env = {k: v for k, v in env.items() if not k.startswith("ICEPACK_PLATFORM_")}
+    dagster = Path(sys.executable).with_name("dagster")
+    done = subprocess.run(
+        [str(dagster), "definitions", "validate", "-w", str(REPO / "workspace.yaml")],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "icepack_dagster" in done.stdout + done.stderr

@@ -1,0 +1,98 @@
+"""The discovery sensor keeps the `iceberg_tables` partitions equal to the catalogs' tables: it adds
+new tables (and asks for their first health sync, batched), removes dropped ones, is idempotent, and
+when any catalog or namespace cannot be listed it changes nothing and says why: an outage never
+deletes a partition. It only returns requests; the test applies them as the daemon would."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.partitions import ICEBERG_TABLES
+from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.defs.tags import RANGE_END_TAG, RANGE_START_TAG
+from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.settings import IcepackSettings, PostgresCatalogSettings
+from tests.defs.dagster_testkit import apply_partition_requests, evaluate_sensor, small_file_table
+
+SENSOR = "iceberg_table_discovery"
+
+
+def partitions(instance: dg.DagsterInstance) -> list[str]:
+    return list(instance.get_dynamic_partitions(ICEBERG_TABLES.name))
+
+
+def test_adds_removes_and_is_idempotent(
+    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    lake = catalogs.get("lake")
+    for name in ("a", "b", "c"):
+        small_file_table(lake, f"{namespace}.{name}", appends=1)
+    result = evaluate_sensor(defs, SENSOR, instance)
+    assert isinstance(result, dg.SensorResult)
+    apply_partition_requests(instance, result)
+    expected = [f"lake.{namespace}.{n}" for n in ("a", "b", "c")]
+    assert partitions(instance) == expected
+    (first_sync,) = result.run_requests
+    assert first_sync.job_name == "health_sync"
+    assert (first_sync.tags[RANGE_START_TAG], first_sync.tags[RANGE_END_TAG]) == (expected[0], expected[-1])
+
+    again = evaluate_sensor(defs, SENSOR, instance, cursor=result.cursor)
+    assert isinstance(again, dg.SkipReason)
+    assert "already match" in (again.skip_message or "")
+
+    lake.drop_table(f"{namespace}.b")
+    small_file_table(lake, f"{namespace}.d", appends=1)
+    changed = evaluate_sensor(defs, SENSOR, instance, cursor=result.cursor)
+    requests = {type(r).__name__: list(r.partition_keys) for r in changed.dynamic_partitions_requests}
+    assert requests == {
+        "AddDynamicPartitionsRequest": [f"lake.{namespace}.d"],
+        "DeleteDynamicPartitionsRequest": [f"lake.{namespace}.b"],
+    }
+    apply_partition_requests(instance, changed)
+    assert sorted(partitions(instance)) == [f"lake.{namespace}.{n}" for n in ("a", "c", "d")]
+    (new_sync,) = changed.run_requests
+    assert new_sync.tags[RANGE_START_TAG] == new_sync.tags[RANGE_END_TAG] == f"lake.{namespace}.d"
+    assert new_sync.run_key != first_sync.run_key
+
+
+def test_new_tables_are_synced_in_batches(
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    for i in range(5):
+        small_file_table(catalogs.get("lake"), f"{namespace}.t{i}", appends=1)
+    defs = build_definitions(scoped_settings, PlatformSettings(health_sync_batch_size=2))
+    result = evaluate_sensor(defs, SENSOR, instance)
+    apply_partition_requests(instance, result)
+    keys = partitions(instance)
+    ranges = [(r.tags[RANGE_START_TAG], r.tags[RANGE_END_TAG]) for r in result.run_requests]
+    assert ranges == [(keys[0], keys[1]), (keys[2], keys[3]), (keys[4], keys[4])]
+
+
+def test_a_failing_catalog_changes_nothing(
+    defs: dg.Definitions,
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+) -> None:
+    small_file_table(catalogs.get("lake"), f"{namespace}.kept", appends=1)
+    apply_partition_requests(instance, evaluate_sensor(defs, SENSOR, instance))
+    before = partitions(instance)
+    assert before == [f"lake.{namespace}.kept"]
+
+    unreachable = PostgresCatalogSettings(
+        host="127.0.0.1", port=1, database="nowhere", user="nobody", warehouse="/nonexistent"
+    )
+    broken = scoped_settings.model_copy(
+        update={
+            "catalogs": {**scoped_settings.catalogs, "down": unreachable},
+            "include": [*scoped_settings.include, "down.*"],
+        }
+    )
+    catalogs.get("lake").drop_table(f"{namespace}.kept")
+    result = evaluate_sensor(build_definitions(broken, PlatformSettings()), SENSOR, instance)
+    assert isinstance(result, dg.SkipReason)
+    assert "incomplete" in result.skip_message and "down" in result.skip_message
+    assert "left unchanged" in result.skip_message
+    assert partitions(instance) == before

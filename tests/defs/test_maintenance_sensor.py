@@ -1,0 +1,265 @@
+"""The maintenance sensor's decisions, on real tables, a real instance and real health events: it
+launches only warning/critical tables (never unknown or healthy), one table per run, with run keys
+naming the table and the health event (identical when a restarted daemon re-reads from an old cursor,
+so no duplicate); it reads health incrementally through its versioned cursor; it honours cadence
+(since the table's last maintenance run), the global cap on maintenance runs in flight, a table
+already in flight, maintenance windows, disabled policy and quarantine (which never uses up the
+tick's budget); and it picks the highest recommendation priority first."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlparse
+
+import dagster as dg
+import pytest
+
+from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.defs.sensor_cursors import MaintenanceCursor
+from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
+from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
+from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.table_key import parse_table_key
+from icepack_dagster.engine import Engine
+from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.settings import IcepackSettings
+from tests.defs.conftest import pg_table_count
+from tests.defs.dagster_testkit import (
+    apply_partition_requests,
+    evaluate_sensor,
+    run_health_sync,
+    small_file_table,
+)
+
+SENSOR = "maintenance_sensor"
+
+
+def sync_all(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[str]:
+    """Discovery, then one health sync over every table: what the platform does on its own."""
+    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
+    tables = list(instance.get_dynamic_partitions("iceberg_tables"))
+    assert run_health_sync(defs, instance, tables).success
+    return tables
+
+
+def launched(result: dg.SensorResult) -> list[str]:
+    return [r.partition_key for r in result.run_requests or []]
+
+
+def key(namespace: str, name: str) -> str:
+    return f"lake.{namespace}.{name}"
+
+
+def with_platform(settings: IcepackSettings, **knobs: object) -> dg.Definitions:
+    return build_definitions(settings, PlatformSettings(**knobs))  # type: ignore[arg-type]
+
+
+def fail_maintenance(settings: IcepackSettings, partition: str, times: int) -> None:
+    history = Engine(settings).history_store
+    start = datetime.now(UTC) - timedelta(days=10)
+    for i in range(times):
+        at = start + timedelta(hours=i)
+        history.record(
+            MaintenanceReport(
+                table=partition,
+                started_at=at,
+                finished_at=at,
+                results=(
+                    ActionResult(
+                        action=MaintenanceAction.REWRITE_DATA_FILES,
+                        status="failed",
+                        statements=(),
+                        duration_seconds=1.0,
+                        error=f"{partition}: rewrite_data_files: disk full",
+                    ),
+                ),
+            )
+        )
+
+
+def evaluate_inside_a_run(
+    defs: dg.Definitions, instance: dg.DagsterInstance, tags: dict[str, str]
+) -> dg.SensorResult:
+    """Evaluate the sensor while a real run with `tags` is in progress (it counts as in flight)."""
+    seen: list[dg.SensorResult] = []
+
+    @dg.asset
+    def busy_run() -> None:
+        seen.append(evaluate_sensor(defs, SENSOR, instance))
+
+    assert dg.materialize([busy_run], instance=instance, tags=tags).success
+    return seen[0]
+
+
+def test_launches_unhealthy_tables_once_with_deterministic_keys(
+    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    lake = catalogs.get("lake")
+    small_file_table(lake, f"{namespace}.small", appends=12)
+    small_file_table(lake, f"{namespace}.fine", appends=1)
+    broken = small_file_table(lake, f"{namespace}.broken", appends=12)
+    Path(urlparse(broken.current_snapshot().manifest_list).path).unlink()
+    sync_all(defs, instance)
+
+    first = evaluate_sensor(defs, SENSOR, instance)
+    assert launched(first) == [key(namespace, "small")]
+    (request,) = first.run_requests
+    health_event = instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey("table_health"), asset_partitions=[key(namespace, "small")]
+        ),
+        limit=1,
+    ).records[0]
+    assert request.run_key == f"maintain:{key(namespace, 'small')}:{health_event.storage_id}"
+    assert request.tags[TABLE_TAG] == key(namespace, "small")
+    assert request.tags[KIND_TAG] == MAINTENANCE
+    assert request.job_name in (None, "maintenance")
+
+    cursor = MaintenanceCursor.model_validate_json(first.cursor)
+    assert cursor.version == 1 and cursor.after_storage_id >= health_event.storage_id
+    assert cursor.pending == {}
+
+    restarted = evaluate_sensor(defs, SENSOR, instance, cursor=None)
+    assert [r.run_key for r in restarted.run_requests] == [request.run_key]
+
+    quiet = evaluate_sensor(defs, SENSOR, instance, cursor=first.cursor)
+    assert not quiet.run_requests
+    assert "no table needs maintenance (0 new health event(s) read)" in quiet.skip_reason.skip_message
+
+
+def test_a_broken_cursor_starts_over_without_duplicates(
+    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    small_file_table(catalogs.get("lake"), f"{namespace}.small", appends=12)
+    sync_all(defs, instance)
+    first = evaluate_sensor(defs, SENSOR, instance)
+    for stale in ("not json", json.dumps({"version": 99, "after_storage_id": 5})):
+        again = evaluate_sensor(defs, SENSOR, instance, cursor=stale)
+        assert [r.run_key for r in again.run_requests] == [r.run_key for r in first.run_requests]
+
+
+def test_cadence_since_the_last_maintenance_run(
+    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    small_file_table(catalogs.get("lake"), f"{namespace}.small", appends=12)
+    sync_all(defs, instance)
+
+    @dg.asset
+    def earlier_maintenance() -> None:
+        return None
+
+    assert dg.materialize(
+        [earlier_maintenance], instance=instance, tags=maintenance_tags(key(namespace, "small"))
+    ).success
+    result = evaluate_sensor(defs, SENSOR, instance)
+    assert not result.run_requests
+    assert (
+        "cadence not elapsed" in result.skip_reason.skip_message
+        and "cadence 24 h" in result.skip_reason.skip_message
+    )
+    assert MaintenanceCursor.model_validate_json(result.cursor).pending == {}
+
+
+def test_cap_in_flight_and_busy_table(
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    small_file_table(catalogs.get("lake"), f"{namespace}.small", appends=12)
+    capped = with_platform(scoped_settings, max_maintenance_in_flight=1)
+    sync_all(capped, instance)
+    elsewhere = maintenance_tags("lake.other.table")
+    result = evaluate_inside_a_run(capped, instance, elsewhere)
+    assert not result.run_requests
+    assert "1 maintenance run(s) in flight, the cap is 1; 1 table(s) wait" in result.skip_reason.skip_message
+    assert key(namespace, "small") in MaintenanceCursor.model_validate_json(result.cursor).pending
+
+    roomy = with_platform(scoped_settings, max_maintenance_in_flight=5)
+    busy = evaluate_inside_a_run(roomy, instance, maintenance_tags(key(namespace, "small")))
+    assert not busy.run_requests
+    assert "already queued or running" in busy.skip_reason.skip_message
+
+
+def test_window_waits_and_disabled_policy_drops(
+    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%a").lower()
+    lake = catalogs.get("lake")
+    small_file_table(
+        lake, f"{namespace}.later", appends=12, properties={"icepack.window": f"{tomorrow} 00-24"}
+    )
+    small_file_table(lake, f"{namespace}.off", appends=12, properties={"icepack.enabled": "false"})
+    sync_all(defs, instance)
+    result = evaluate_sensor(defs, SENSOR, instance)
+    assert not result.run_requests
+    message = result.skip_reason.skip_message
+    assert f"{key(namespace, 'later')}: outside its maintenance window" in message
+    assert f"{key(namespace, 'off')}: disabled by policy" in message
+    assert set(MaintenanceCursor.model_validate_json(result.cursor).pending) == {key(namespace, "later")}
+
+
+def test_priority_first_within_the_tick_budget(
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    lake = catalogs.get("lake")
+    for name, appends in (("few", 9), ("many", 30), ("some", 15)):
+        small_file_table(lake, f"{namespace}.{name}", appends=appends)
+    defs = with_platform(scoped_settings, maintenance_runs_per_tick=1, max_maintenance_in_flight=5)
+    sync_all(defs, instance)
+    engine = Engine(scoped_settings)
+    priorities = {
+        p: engine.recommend(parse_table_key(p)).priority
+        for p in (key(namespace, n) for n in ("few", "many", "some"))
+    }
+    best = max(priorities, key=priorities.__getitem__)
+    assert len(set(priorities.values())) == 3, priorities
+    result = evaluate_sensor(defs, SENSOR, instance)
+    assert launched(result) == [best]
+    waiting = MaintenanceCursor.model_validate_json(result.cursor).pending
+    assert set(waiting) == set(priorities) - {best}
+    second = evaluate_sensor(defs, SENSOR, instance, cursor=result.cursor)
+    assert launched(second) == [max(waiting, key=priorities.__getitem__)]
+
+
+def test_quarantined_tables_are_skipped_without_using_the_budget(
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    lake = catalogs.get("lake")
+    small_file_table(lake, f"{namespace}.broken", appends=40)
+    small_file_table(lake, f"{namespace}.other", appends=10)
+    fail_maintenance(scoped_settings, key(namespace, "broken"), times=3)
+    defs = with_platform(scoped_settings, maintenance_candidates_per_tick=1)
+    sync_all(defs, instance)
+    result = evaluate_sensor(defs, SENSOR, instance)
+    assert launched(result) == [key(namespace, "other")]
+    assert key(namespace, "broken") not in MaintenanceCursor.model_validate_json(result.cursor).pending
+
+    release = defs.resolve_job_def("release_quarantine_job").execute_in_process(
+        instance=instance,
+        run_config={"ops": {"release_quarantine": {"config": {"table": key(namespace, "broken")}}}},
+    )
+    assert release.success
+    assert not Engine(scoped_settings).history(parse_table_key(key(namespace, "broken"))).quarantined
+    run_health_sync(defs, instance, [key(namespace, "broken")])
+    after = evaluate_sensor(defs, SENSOR, instance, cursor=result.cursor)
+    assert launched(after) == [key(namespace, "broken")]
+
+
+@pytest.mark.postgres
+def test_decisions_on_postgres_storage(
+    defs: dg.Definitions,
+    pg_instance: dg.DagsterInstance,
+    dagster_pg_database: str,
+    catalogs: CatalogSet,
+    namespace: str,
+) -> None:
+    """The same loop on the production instance configuration (dagster-postgres)."""
+    small_file_table(catalogs.get("lake"), f"{namespace}.small", appends=12)
+    small_file_table(catalogs.get("lake"), f"{namespace}.fine", appends=1)
+    sync_all(defs, pg_instance)
+    assert pg_table_count(dagster_pg_database) > 0
+    result = evaluate_sensor(defs, SENSOR, pg_instance)
+    assert launched(result) == [key(namespace, "small")]
+    again = evaluate_sensor(defs, SENSOR, pg_instance, cursor=result.cursor)
+    assert not again.run_requests

@@ -1,0 +1,207 @@
+"""The metadata codec: every record a materialization carries (status, health, recommendation,
+maintenance report, fleet summary) decodes back to the same model, also after a trip through a real
+Dagster instance's event storage; a record from another codec version or missing decodes to None; the
+numbers people plot are numeric metadata; maintenance impact is computed from the report."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+
+from icepack_dagster.defs import metadata as md
+from icepack_dagster.defs.fleet import FleetSummary
+from icepack_dagster.defs.maintenance_impact import maintenance_impact
+from icepack_dagster.domain.actions import ActionImpact, ActionResult, MaintenanceAction
+from icepack_dagster.domain.health_model import HealthIssue, HealthState, Severity, TableHealth
+from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
+from icepack_dagster.domain.status import FileSizeBucket, TableStatus
+
+NOW = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
+TABLE = "lake.sales.orders"
+
+
+def status() -> TableStatus:
+    return TableStatus(
+        table=TABLE,
+        collected_at=NOW,
+        location="file:///w/sales/orders",
+        format_version=2,
+        snapshot_id=7,
+        live_data_files=40,
+        live_position_delete_files=3,
+        live_equality_delete_files=0,
+        live_delete_files=3,
+        live_data_bytes=40_000,
+        live_delete_bytes=900,
+        total_records=400,
+        position_delete_records=12,
+        equality_delete_records=0,
+        target_file_size_bytes=512 * 1024**2,
+        small_file_threshold_bytes=384 * 1024**2,
+        small_file_count=40,
+        small_file_bytes=40_000,
+        file_size_histogram=(
+            FileSizeBucket(label="<1 MiB", lower_bytes=0, upper_bytes=1024**2, file_count=40),
+        ),
+        manifest_count=41,
+        data_manifest_count=40,
+        delete_manifest_count=1,
+        manifest_bytes=123_456,
+        partition_count=1,
+        partition_spec_count=1,
+        snapshot_count=44,
+        oldest_snapshot_age_seconds=7200.0,
+        newest_snapshot_age_seconds=60.0,
+        metadata_log_entries=44,
+        branch_count=0,
+        tag_count=1,
+        properties={"icepack.cadence-hours": "6", "write.format.default": "parquet"},
+    )
+
+
+HEALTH = TableHealth(
+    table=TABLE,
+    state=HealthState.CRITICAL,
+    issues=(
+        HealthIssue(
+            code="SMALL_FILES",
+            severity=Severity.CRITICAL,
+            metric="small_file_ratio",
+            value=1.0,
+            threshold=0.7,
+            message="40 of 40 data files are small",
+        ),
+    ),
+)
+RECOMMENDATION = Recommendation(
+    table=TABLE,
+    actions=(
+        RecommendedAction(
+            action=MaintenanceAction.REWRITE_DATA_FILES,
+            reason="40 small files",
+            priority=3.5,
+            options={"min-input-files": "5"},
+        ),
+    ),
+    skipped=(SkippedAction(action=MaintenanceAction.REMOVE_ORPHAN_FILES, reason="ran 1 day ago"),),
+    priority=3.5,
+    expected_files_removed=39,
+    estimated_bytes_to_rewrite=40_000,
+)
+REPORT = MaintenanceReport(
+    table=TABLE,
+    started_at=NOW,
+    finished_at=NOW + timedelta(seconds=12.5),
+    results=(
+        ActionResult(
+            action=MaintenanceAction.REWRITE_DATA_FILES,
+            status="succeeded",
+            statements=("CALL lake.system.rewrite_data_files(table => 'sales.orders')",),
+            impact=ActionImpact(
+                data_files_before=40,
+                data_files_after=1,
+                data_bytes_before=40_000,
+                data_bytes_after=39_000,
+                delete_files_before=3,
+                delete_files_after=0,
+            ),
+            duration_seconds=8.0,
+        ),
+        ActionResult(
+            action=MaintenanceAction.EXPIRE_SNAPSHOTS,
+            status="succeeded",
+            statements=("CALL x",),
+            impact=ActionImpact(snapshots_before=45, snapshots_after=5),
+            duration_seconds=2.0,
+        ),
+        ActionResult(
+            action=MaintenanceAction.REMOVE_ORPHAN_FILES,
+            status="succeeded",
+            statements=("CALL y",),
+            impact=ActionImpact(orphan_files_removed=4),
+            duration_seconds=1.0,
+        ),
+    ),
+)
+HISTORY = TableHistory(table=TABLE, consecutive_failures=1, last_error="boom")
+
+
+def test_records_round_trip_in_memory() -> None:
+    assert md.decode_status(md.status_metadata(status())) == status()
+    assert md.decode_health(md.health_metadata(HEALTH)) == HEALTH
+    assert md.decode_recommendation(md.recommendation_metadata(RECOMMENDATION, HISTORY)) == RECOMMENDATION
+    assert md.decode_report(md.maintenance_metadata(REPORT, HISTORY)) == REPORT
+    fleet = FleetSummary(
+        generated_at_epoch=1.0,
+        tables=1,
+        by_state={HealthState.CRITICAL: 1},
+        table_states={TABLE: HealthState.CRITICAL},
+        quarantined={TABLE: "boom"},
+    )
+    assert md.decode_fleet(md.fleet_metadata(fleet, "/m/icepack.prom")) == fleet
+
+
+def test_missing_or_foreign_records_decode_to_none() -> None:
+    assert md.decode_health({}) is None
+    foreign = md.health_metadata(HEALTH) | {md.VERSION: dg.MetadataValue.int(md.CODEC_VERSION + 1)}
+    assert md.decode_health(foreign) is None
+    broken = md.health_metadata(HEALTH) | {md.HEALTH_JSON: dg.MetadataValue.json({"table": TABLE})}
+    assert md.decode_health(broken) is None
+    failed = md.status_failure_metadata("table lake.sales.orders: manifest list unreadable")
+    assert md.decode_status(failed) is None
+    assert md.decode_status_error(failed) == "table lake.sales.orders: manifest list unreadable"
+
+
+def test_numbers_are_numeric_and_issues_a_table() -> None:
+    status_md = md.status_metadata(status())
+    assert isinstance(status_md["data_files"], dg.IntMetadataValue) and status_md["data_files"].value == 40
+    assert isinstance(status_md["small_file_ratio"], dg.FloatMetadataValue)
+    assert isinstance(status_md["file_size_histogram"], dg.TableMetadataValue)
+    health_md = md.health_metadata(HEALTH)
+    assert health_md[md.STATE].value == "critical" and health_md[md.STATE_RANK].value == 2
+    issues = health_md["issues"]
+    assert isinstance(issues, dg.TableMetadataValue)
+    assert issues.records[0].data["code"] == "SMALL_FILES"
+    assert "40 of 40 data files are small" in health_md[md.SUMMARY].value
+    rec_md = md.recommendation_metadata(
+        RECOMMENDATION,
+        TableHistory(table=TABLE, consecutive_failures=3, quarantined=True, last_error="disk full"),
+    )
+    assert rec_md["quarantined"].value is True and rec_md["last_error"].value == "disk full"
+    assert (
+        "quarantined" in rec_md[md.SUMMARY].value and "icepack quarantine release" in rec_md[md.SUMMARY].value
+    )
+
+
+def test_maintenance_impact_from_the_report() -> None:
+    impact = maintenance_impact(REPORT)
+    assert impact.before_after["data_files"] == (40, 1)
+    assert impact.before_after["snapshots"] == (45, 5)
+    assert impact.snapshots_expired == 40
+    assert impact.orphan_files_removed == 4
+    assert impact.files_reclaimed == 39 + 3 + 4
+    assert impact.bytes_reclaimed == 1_000
+    assert impact.duration_seconds == 12.5
+    report_md = md.maintenance_metadata(REPORT, HISTORY)
+    assert report_md["data_files_before"].value == 40 and report_md["data_files_after"].value == 1
+    assert report_md[md.OUTCOME].value == "succeeded"
+    assert "rewrite_data_files(table => 'sales.orders')" in report_md[md.SUMMARY].value
+
+
+def test_records_round_trip_through_event_storage(instance: dg.DagsterInstance) -> None:
+    """What the sensor reads is what the asset wrote, after Dagster serialized it to its storage."""
+    partitions = dg.StaticPartitionsDefinition([TABLE])
+
+    @dg.asset(partitions_def=partitions)
+    def record() -> dg.MaterializeResult:
+        return dg.MaterializeResult(metadata={**md.status_metadata(status()), **md.health_metadata(HEALTH)})
+
+    assert dg.materialize([record], instance=instance, partition_key=TABLE).success
+    (stored,) = instance.fetch_materializations(record.key, limit=5).records
+    assert stored.partition_key == TABLE
+    metadata = dict(stored.asset_materialization.metadata)
+    assert md.decode_status(metadata) == status()
+    assert md.decode_health(metadata) == HEALTH

@@ -1,0 +1,168 @@
+"""The whole platform loop with no one clicking, on real Spark, real Iceberg tables and a real Dagster
+instance: discovery adds the table as a partition and asks for its first health sync; health sync
+finds it critical (small files); the maintenance sensor launches one maintenance run for it; the run
+compacts it on Spark with identical contents (row count and checksum) and records the impact; the
+post-maintenance sensor re-measures it (healthy), the maintenance sensor launches nothing more, and the
+fleet refresh that follows shows the result, also in its Prometheus file. A quarantined table is not
+touched and says why in its metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.metadata import OUTCOME, decode_report
+from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.defs.tags import RANGE_END_TAG, RANGE_START_TAG
+from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
+from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.engine import Engine
+from icepack_dagster.settings import IcepackSettings
+from tests.defs.dagster_testkit import (
+    after_run,
+    apply_partition_requests,
+    evaluate_sensor,
+    execute_run_request,
+    latest_health,
+)
+from tests.tables_testkit import table_fingerprint
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def scoped_settings(settings: IcepackSettings, namespace: str) -> IcepackSettings:
+    return settings.model_copy(update={"include": [f"lake.{namespace}.*"]})
+
+
+@pytest.fixture
+def defs(scoped_settings: IcepackSettings, tmp_path: Path) -> dg.Definitions:
+    return build_definitions(
+        scoped_settings, PlatformSettings(fleet_metrics_path=tmp_path / "metrics" / "icepack.prom")
+    )
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
+
+
+def small_files_table(spark, qualified: str, inserts: int) -> None:  # type: ignore[no-untyped-def]
+    spark.sql(f"CREATE TABLE {qualified} (id BIGINT, name STRING) USING iceberg")
+    for i in range(inserts):
+        spark.sql(f"INSERT INTO {qualified} VALUES ({i}, 'row {i}')")
+
+
+def test_unhealthy_table_is_maintained_without_a_click(
+    spark,
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    namespace: str,
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    qualified = f"lake.{namespace}.events"
+    partition = qualified
+    small_files_table(spark, qualified, inserts=12)
+    before = table_fingerprint(spark, qualified)
+
+    discovered = evaluate_sensor(defs, "iceberg_table_discovery", instance)
+    apply_partition_requests(instance, discovered)
+    assert list(instance.get_dynamic_partitions("iceberg_tables")) == [partition]
+    (first_sync,) = discovered.run_requests
+    assert execute_run_request(defs, instance, first_sync, "health_sync").success
+    assert latest_health(instance, partition).state == "critical"
+
+    decided = evaluate_sensor(defs, "maintenance_sensor", instance)
+    (request,) = decided.run_requests
+    maintenance = execute_run_request(defs, instance, request, "maintenance")
+    assert maintenance.success
+    assert maintenance.dagster_run.tags["icepack/table"] == partition
+
+    (event,) = maintenance.asset_materializations_for_node("maintained_table")
+    metadata = event.metadata
+    assert metadata[OUTCOME].value == "succeeded"
+    assert metadata["data_files_before"].value == 12
+    assert metadata["data_files_after"].value < 12
+    assert metadata["files_reclaimed"].value >= 11
+    assert metadata["duration_seconds"].value > 0
+    report = decode_report(metadata)
+    assert report is not None and any(
+        r.action is MaintenanceAction.REWRITE_DATA_FILES for r in report.results
+    )
+    (check,) = maintenance.get_asset_check_evaluations()
+    assert check.check_name == "healthy_after_maintenance" and check.passed
+    (recommended,) = maintenance.asset_materializations_for_node("maintenance_recommendation")
+    assert recommended.metadata["needs_work"].value is True
+    assert table_fingerprint(spark, qualified) == before
+
+    remeasure = after_run(defs, "post_maintenance_health_sensor", instance, maintenance)
+    assert (remeasure.tags[RANGE_START_TAG], remeasure.tags[RANGE_END_TAG]) == (partition, partition)
+    synced = execute_run_request(defs, instance, remeasure, "health_sync")
+    assert synced.success
+    assert latest_health(instance, partition).state == "healthy"
+    quiet = evaluate_sensor(defs, "maintenance_sensor", instance, cursor=decided.cursor)
+    assert not quiet.run_requests
+
+    refresh = after_run(defs, "fleet_refresh_sensor", instance, synced)
+    fleet = execute_run_request(defs, instance, refresh, "fleet_refresh")
+    (summary,) = fleet.asset_materializations_for_node("fleet_summary")
+    assert summary.metadata["tables_healthy"].value == 1
+    assert summary.metadata["files_reclaimed_total"].value >= 11
+    prom = (tmp_path / "metrics" / "icepack.prom").read_text()
+    assert 'icepack_tables{state="healthy"} 1' in prom
+    assert f'icepack_table_health{{table="{partition}"}} 0' in prom
+
+
+def test_quarantined_table_is_left_alone_and_says_why(
+    spark,
+    defs: dg.Definitions,
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    namespace: str,  # type: ignore[no-untyped-def]
+) -> None:
+    qualified = f"lake.{namespace}.stuck"
+    small_files_table(spark, qualified, inserts=10)
+    before = table_fingerprint(spark, qualified)
+    history = Engine(scoped_settings).history_store
+    start = datetime.now(UTC) - timedelta(days=5)
+    for i in range(3):
+        history.record(
+            MaintenanceReport(
+                table=qualified,
+                started_at=start + timedelta(hours=i),
+                finished_at=start + timedelta(hours=i),
+                results=(
+                    ActionResult(
+                        action=MaintenanceAction.REWRITE_DATA_FILES,
+                        status="failed",
+                        statements=(),
+                        duration_seconds=1.0,
+                        error=f"{qualified}: rewrite_data_files: disk full",
+                    ),
+                ),
+            )
+        )
+    discovered = evaluate_sensor(defs, "iceberg_table_discovery", instance)
+    apply_partition_requests(instance, discovered)
+    assert execute_run_request(defs, instance, discovered.run_requests[0], "health_sync").success
+    decided = evaluate_sensor(defs, "maintenance_sensor", instance)
+    assert not decided.run_requests
+    assert "quarantined after 3 consecutive failures" in decided.skip_reason.skip_message
+
+    manual = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=instance, partition_key=qualified
+    )
+    assert manual.success
+    (recommended,) = manual.asset_materializations_for_node("maintenance_recommendation")
+    assert recommended.metadata["quarantined"].value is True
+    assert "disk full" in recommended.metadata["last_error"].value
+    (maintained,) = manual.asset_materializations_for_node("maintained_table")
+    assert maintained.metadata[OUTCOME].value == "nothing_to_do"
+    assert maintained.metadata["quarantined"].value is True
+    assert table_fingerprint(spark, qualified) == before
