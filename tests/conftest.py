@@ -30,7 +30,9 @@ PG_ADMIN_DB = os.environ.get("ICEPACK_TEST_PG_DB", "postgres")
 
 def _admin_connection() -> psycopg2.extensions.connection:
     try:
-        connection = psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=PG_ADMIN_DB, connect_timeout=5)
+        connection = psycopg2.connect(
+            host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=PG_ADMIN_DB, connect_timeout=5
+        )
     except psycopg2.OperationalError as error:
         pytest.exit(
             f"PostgreSQL is required for the tests and is not reachable at {PG_HOST}:{PG_PORT} as {PG_USER}: "

@@ -23,5 +23,7 @@ def arrow_fingerprint(table: Any) -> tuple[int, str]:
     import json
 
     rows = table.scan().to_arrow().to_pylist()
-    digests = sorted(hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in rows)
+    digests = sorted(
+        hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in rows
+    )
     return len(rows), hashlib.sha256("".join(digests).encode()).hexdigest()

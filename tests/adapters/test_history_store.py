@@ -19,12 +19,19 @@ from tests.conftest import PG_HOST, PG_PORT, PG_USER
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-def _report(table: str, status: str, at: datetime, action=MaintenanceAction.REWRITE_DATA_FILES) -> MaintenanceReport:
+def _report(
+    table: str, status: str, at: datetime, action=MaintenanceAction.REWRITE_DATA_FILES
+) -> MaintenanceReport:
     result = ActionResult(
-        action=action, status=status, statements=("CALL ...",), duration_seconds=1.0,
+        action=action,
+        status=status,
+        statements=("CALL ...",),
+        duration_seconds=1.0,
         error="boom: rewrite failed" if status == "failed" else None,
     )
-    return MaintenanceReport(table=table, started_at=at, finished_at=at + timedelta(seconds=1), results=(result,))
+    return MaintenanceReport(
+        table=table, started_at=at, finished_at=at + timedelta(seconds=1), results=(result,)
+    )
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -35,7 +42,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, postgres_database: str
         yield HistoryStore(f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{postgres_database}")
 
 
-def test_failures_in_a_row_quarantine_and_release_resets(store: HistoryStore, request: pytest.FixtureRequest) -> None:
+def test_failures_in_a_row_quarantine_and_release_resets(
+    store: HistoryStore, request: pytest.FixtureRequest
+) -> None:
     table = f"lake.ns.{request.node.callspec.id}_quarantine"
     store.record(_report(table, "succeeded", T0))
     for i in range(2):
@@ -52,7 +61,9 @@ def test_failures_in_a_row_quarantine_and_release_resets(store: HistoryStore, re
     assert released.last_run_at == T0 + timedelta(hours=4, seconds=1)
 
 
-def test_last_success_per_action_and_dry_runs_ignored(store: HistoryStore, request: pytest.FixtureRequest) -> None:
+def test_last_success_per_action_and_dry_runs_ignored(
+    store: HistoryStore, request: pytest.FixtureRequest
+) -> None:
     table = f"lake.ns.{request.node.callspec.id}_cadence"
     store.record(_report(table, "succeeded", T0))
     store.record(_report(table, "succeeded", T0 + timedelta(days=1)))

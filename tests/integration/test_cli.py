@@ -23,10 +23,16 @@ ICEPACK = str(Path(sys.executable).parent / "icepack")
 
 def run(home: Path, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ICEPACK_")}
-    env |= {"ICEPACK_HOME": str(home), "ICEPACK_SPARK__MASTER": "local[2]", "ICEPACK_SPARK__DRIVER_MEMORY": "1g"}
+    env |= {
+        "ICEPACK_HOME": str(home),
+        "ICEPACK_SPARK__MASTER": "local[2]",
+        "ICEPACK_SPARK__DRIVER_MEMORY": "1g",
+    }
     done = subprocess.run([ICEPACK, *args], env=env, capture_output=True, text=True, timeout=600)
     if expect is not None:
-        assert done.returncode == expect, f"icepack {' '.join(args)} -> {done.returncode}\n{done.stderr[-3000:]}"
+        assert done.returncode == expect, (
+            f"icepack {' '.join(args)} -> {done.returncode}\n{done.stderr[-3000:]}"
+        )
     return done
 
 
@@ -47,9 +53,18 @@ def test_read_commands_follow_the_json_contract(lakehouse: Path) -> None:
     names = json.loads(run(lakehouse, "tables", "--json").stdout)
     assert "demo.events_small_files" in names and "demo.dim_healthy" in names
     status = json.loads(run(lakehouse, "status", "demo.events_small_files", "--json").stdout)
-    for field in ("table", "snapshot_id", "live_data_files", "live_delete_files", "live_data_bytes",
-                  "total_records", "small_file_count", "manifest_count", "snapshot_count",
-                  "oldest_snapshot_age_seconds"):
+    for field in (
+        "table",
+        "snapshot_id",
+        "live_data_files",
+        "live_delete_files",
+        "live_data_bytes",
+        "total_records",
+        "small_file_count",
+        "manifest_count",
+        "snapshot_count",
+        "oldest_snapshot_age_seconds",
+    ):
         assert field in status, field
     assert status["table"] == "demo.events_small_files"
     assert status["small_file_count"] == status["live_data_files"] >= 40
@@ -78,7 +93,10 @@ def test_dry_run_then_maintain_compacts_tenfold_with_identical_contents(lakehous
     dry = json.loads(run(lakehouse, "maintain", table, "--dry-run", "--json").stdout)
     assert {r["status"] for r in dry["results"]} <= {"dry_run", "skipped"}
     assert any(r["status"] == "dry_run" and r["statements"] for r in dry["results"])
-    assert _pyiceberg_table(lakehouse, table).current_snapshot().snapshot_id == before.current_snapshot().snapshot_id
+    assert (
+        _pyiceberg_table(lakehouse, table).current_snapshot().snapshot_id
+        == before.current_snapshot().snapshot_id
+    )
 
     done = json.loads(run(lakehouse, "maintain", table, "--json").stdout)
     assert done["table"] == table

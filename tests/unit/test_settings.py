@@ -82,7 +82,9 @@ def test_yaml_file_is_read_and_env_wins(monkeypatch: pytest.MonkeyPatch, tmp_pat
         ("ICEPACK_THRESHOLDS__MANIFEST_COUNT_CRITICAL", "1", "thresholds"),
     ],
 )
-def test_invalid_settings_name_the_field(monkeypatch: pytest.MonkeyPatch, variable: str, value: str, field: str) -> None:
+def test_invalid_settings_name_the_field(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, field: str
+) -> None:
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigurationError, match=field):
         load_settings()
@@ -90,8 +92,15 @@ def test_invalid_settings_name_the_field(monkeypatch: pytest.MonkeyPatch, variab
 
 def test_postgres_password_is_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(
-        catalogs={"pg": {"kind": "postgres", "database": "cat", "user": "ice", "password": "pw-123456",
-                         "warehouse": "s3://bucket/wh"}}
+        catalogs={
+            "pg": {
+                "kind": "postgres",
+                "database": "cat",
+                "user": "ice",
+                "password": "pw-123456",
+                "warehouse": "s3://bucket/wh",
+            }
+        }
     )
     props = pyiceberg_properties("pg", settings.catalogs["pg"], settings)
     assert "pw-123456" in props["uri"]
