@@ -31,6 +31,7 @@ class Decision(BaseModel):
     health_storage_id: int = Field(ge=0)
     priority: float = Field(default=0.0, ge=0)
     quarantined: bool = Field(default=False, description="Quarantined tables never use the tick's budget")
+    run_tags: dict[str, str] = Field(default_factory=dict, description="Sizing tags for a launched run")
 
 
 def needs_attention(health: TableHealth) -> bool:

@@ -37,6 +37,14 @@ class PlatformSettings(BaseSettings):
     sensors_running_by_default: bool = Field(
         default=True, description="Sensors and schedule start RUNNING without a click (dagster dev demo)"
     )
+    run_sizing: bool = Field(
+        default=False,
+        description="Size each maintenance run's pod and Spark from the table's size (run tags "
+        "dagster-k8s/config and icepack/spark-conf; docs/KUBERNETES.md). On in the Helm overlays.",
+    )
+    spark_image: str | None = Field(
+        default=None, description="Image for Spark executors of large-tier runs on k8s:// masters"
+    )
     fleet_metrics_path: Path | None = Field(
         default=None,
         description="Prometheus textfile-collector output; default <icepack home>/metrics/icepack.prom",

@@ -6,15 +6,17 @@ storage or the launchpad. Spark starts only when maintenance asks for a session;
 sensors never start a JVM.
 """
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from icepack_dagster.domain.run_sizing import read_spark_conf_tag, spark_settings_update
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import MissingComponentError
-from icepack_dagster.settings import IcepackSettings
+from icepack_dagster.settings import IcepackSettings, SparkSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,10 +33,22 @@ class SparkResource(dg.ConfigurableResource):
 
     settings: dg.ResourceDependency[IcepackSettings]
 
-    def session(self) -> "SparkSession":
+    def session(self, run_tags: Mapping[str, str] | None = None, table: str = "") -> "SparkSession":
+        """The session, sized by the run's `icepack/spark-conf` tag when the sensor set one."""
         from icepack_dagster.spark.session import build_spark_session
 
-        return build_spark_session(self.settings)
+        return build_spark_session(sized_settings(self.settings, run_tags or {}, table))
+
+
+def sized_settings(settings: IcepackSettings, run_tags: Mapping[str, str], table: str) -> IcepackSettings:
+    """Settings whose Spark master, driver memory and conf follow the run's sizing tag, if any."""
+    conf = read_spark_conf_tag(run_tags, table)
+    if conf is None:
+        return settings
+    update = spark_settings_update(conf)
+    sized_conf = settings.spark.conf | dict(update.pop("conf"))  # type: ignore[call-overload]
+    spark = SparkSettings(**(settings.spark.model_dump() | update | {"conf": sized_conf}))
+    return settings.model_copy(update={"spark": spark})
 
 
 class IcepackResource(dg.ConfigurableResource):
@@ -55,9 +69,10 @@ class IcepackResource(dg.ConfigurableResource):
             self._engine = Engine(self.settings, spark_provider=_no_spark)
         return self._engine
 
-    def maintenance_engine(self, spark: SparkResource) -> Engine:
-        return Engine(self.settings, spark_provider=spark.session)
-
+    def maintenance_engine(
+        self, spark: SparkResource, run_tags: Mapping[str, str] | None = None, table: str = ""
+    ) -> Engine:
+        return Engine(self.settings, spark_provider=lambda: spark.session(run_tags, table))
 
     @property
     def metrics_path(self) -> Path:

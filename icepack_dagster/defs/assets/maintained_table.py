@@ -47,8 +47,8 @@ def maintained_table(
     is recorded in history, and after `quarantine_after_failures` failures in a row the table is
     quarantined.
     """
-    engine = icepack.maintenance_engine(spark)
     key = table_key(context.partition_key)
+    engine = icepack.maintenance_engine(spark, context.run.tags, key.text)
     recommendation = _this_runs_recommendation(context)
     report = engine.maintain(key, recommendation=recommendation, on_progress=context.log.info)
     status_after = engine.status(key)

@@ -33,8 +33,9 @@ from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
 from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
 from icepack_dagster.domain.policy import in_window
+from icepack_dagster.domain.run_sizing import SizingPolicy, size_run, sizing_tags
 from icepack_dagster.engine import Engine, utc_now
-from icepack_dagster.exceptions import InvalidPolicyError
+from icepack_dagster.exceptions import ConfigurationError, InvalidPolicyError
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -54,6 +55,7 @@ class _Tick:
     engine: Engine
     now: datetime
     busy: frozenset[str]
+    sizing: SizingPolicy | None
 
     def hours_since_last_run(self, partition: str) -> float | None:
         records = self.instance.get_run_records(
@@ -64,9 +66,16 @@ class _Tick:
         return (self.now - records[0].create_timestamp).total_seconds() / 3600
 
     def judge(self, partition: str, pending: PendingTable) -> Decision:
-        def verdict(kind: Verdict, reason: str, priority: float = 0.0, quarantined: bool = False) -> Decision:
+        def verdict(
+            kind: Verdict,
+            reason: str,
+            priority: float = 0.0,
+            quarantined: bool = False,
+            run_tags: dict[str, str] | None = None,
+        ) -> Decision:
             return Decision(partition=partition, verdict=kind, reason=reason, quarantined=quarantined,
-                            health_storage_id=pending.health_storage_id, priority=priority)
+                            health_storage_id=pending.health_storage_id, priority=priority,
+                            run_tags=run_tags or {})
 
         if partition in self.busy:
             return verdict("wait", "a maintenance run is already queued or running")
@@ -95,7 +104,13 @@ class _Tick:
         if not recommendation.needs_work:
             reasons = "; ".join(f"{s.action.value}: {s.reason}" for s in recommendation.skipped[:2])
             return verdict("drop", f"nothing to do ({reasons})" if reasons else "nothing to do")
-        return verdict("launch", f"{len(recommendation.actions)} action(s)", recommendation.priority)
+        try:
+            run_tags = sizing_tags(size_run(status, self.sizing)) if self.sizing is not None else {}
+        except ConfigurationError as error:
+            return verdict("drop", str(error))
+        return verdict(
+            "launch", f"{len(recommendation.actions)} action(s)", recommendation.priority, run_tags=run_tags
+        )
 
 
 def _read_new_health(
@@ -121,6 +136,7 @@ def _read_new_health(
 
 def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     default = dg.DefaultSensorStatus(platform.default_status)
+    sizing = SizingPolicy(spark_image=platform.spark_image) if platform.run_sizing else None
 
     @dg.sensor(
         name="maintenance_sensor",
@@ -155,7 +171,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
             return result(f"{len(in_flight)} maintenance run(s) in flight, the cap is "
                           f"{platform.max_maintenance_in_flight}; {len(pending)} table(s) wait")
         busy = frozenset(run.tags.get(TABLE_TAG, "") for run in in_flight)
-        tick = _Tick(instance, icepack.engine, utc_now(), busy)
+        tick = _Tick(instance, icepack.engine, utc_now(), busy, sizing)
         decisions: list[Decision] = []
         judged = 0
         for partition in order_candidates(pending):
@@ -177,7 +193,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
             dg.RunRequest(
                 run_key=run_key(d.partition, d.health_storage_id),
                 partition_key=d.partition,
-                tags=maintenance_tags(d.partition, d.health_storage_id),
+                tags={**maintenance_tags(d.partition, d.health_storage_id), **d.run_tags},
             )
             for d in launch
         ]
