@@ -266,7 +266,7 @@ def test_decisions_on_postgres_storage(
 
 
 def test_run_sizing_tags_reach_the_run_and_size_its_spark(
-    settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
 ) -> None:
     """With run sizing on, a launched run carries the dagster-k8s pod config and the Spark settings
     for its table's tier, and the Spark resource of that run builds its session from them."""
@@ -274,7 +274,7 @@ def test_run_sizing_tags_reach_the_run_and_size_its_spark(
     from icepack_dagster.domain.run_sizing import K8S_CONFIG_TAG, SIZE_TAG, SPARK_CONF_TAG
 
     small_file_table(catalogs.get("lake"), f"{namespace}.sized", appends=12)
-    defs = with_platform(settings, run_sizing=True)
+    defs = with_platform(scoped_settings, run_sizing=True)
     sync_all(defs, instance)
     (request,) = [
         r for r in evaluate_sensor(defs, SENSOR, instance).run_requests or []
@@ -283,7 +283,7 @@ def test_run_sizing_tags_reach_the_run_and_size_its_spark(
     assert request.tags[SIZE_TAG] == "small"
     pod = json.loads(request.tags[K8S_CONFIG_TAG])
     assert pod["container_config"]["resources"]["requests"]["cpu"]
-    sized = sized_settings(settings, request.tags, key(namespace, "sized"))
+    sized = sized_settings(scoped_settings, request.tags, key(namespace, "sized"))
     assert sized.spark.master == json.loads(request.tags[SPARK_CONF_TAG])["spark.master"] == "local[2]"
-    assert sized.catalogs == settings.catalogs
-    assert sized_settings(settings, {}, "t") is settings
+    assert sized.catalogs == scoped_settings.catalogs
+    assert sized_settings(scoped_settings, {}, "t") is scoped_settings
