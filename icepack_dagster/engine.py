@@ -2,6 +2,8 @@
 and history for any table. The CLI drives it directly; the Dagster layer wraps it thinly.
 
 No Dagster import here. Spark starts only when a maintenance actually runs (not for dry runs).
+A problem of one table ends in that table's report, never in an exception, so a loop over many tables
+(`icepack maintain --all`, the Dagster sensor) goes on with the others.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from icepack_dagster.domain.actions import ACTION_ORDER, ActionResult
+from icepack_dagster.domain.actions import ACTION_ORDER, ActionResult, ActionStatus
 from icepack_dagster.domain.health import assess_health
 from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.history import TableHistory
@@ -19,12 +21,21 @@ from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.policy import EffectivePolicy, Policy, PolicyRule, resolve_policy
 from icepack_dagster.domain.recommendation import recommend
 from icepack_dagster.domain.recommendation_model import Recommendation
+from icepack_dagster.domain.safety import UnreferencedFiles
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey, resolve_table_argument
+from icepack_dagster.exceptions import (
+    CatalogUnavailableError,
+    InvalidPolicyError,
+    MaintenanceError,
+    MetadataReadError,
+    TableNotFoundError,
+)
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables
 from icepack_dagster.iceberg.manifest_reader import ManifestCache
 from icepack_dagster.iceberg.status_reader import collect_status
+from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files, open_table
 from icepack_dagster.policy_file import load_policy_rules
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.state.history_store import HistoryStore
@@ -35,10 +46,18 @@ if TYPE_CHECKING:
     from icepack_dagster.domain.actions import MaintenanceAction
 
 Progress = Callable[[str], None]
+TABLE_GONE = "table no longer exists"
+_MAX_ERROR = 1000  # an error quoting a hostile 100 KB property value stays readable in history and UI
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= _MAX_ERROR:
+        return message
+    return f"{message[: _MAX_ERROR - 40]}... ({len(message) - _MAX_ERROR + 40} characters cut)"
 
 
 class Engine:
@@ -123,6 +142,14 @@ class Engine:
         policy = self.policy(key, status.properties).policy
         return recommend(status, health, policy, self.history(key, policy), now)
 
+    def unreferenced_files(self, key: TableKey, now: datetime | None = None) -> UnreferencedFiles:
+        """Files under the table's location that no metadata references, split by the table's orphan
+        age: what interrupted writes or maintenance left, until orphan removal may collect it."""
+        now = now or utc_now()
+        table = open_table(self.catalogs.get(key.catalog), key)
+        hours = self.policy(key, dict(table.properties)).policy.orphan_older_than_hours
+        return find_unreferenced_files(table, key, hours, now)
+
     # --- fixing ---------------------------------------------------------------------------------
     def maintain(
         self,
@@ -132,12 +159,41 @@ class Engine:
         only: Sequence[MaintenanceAction] | None = None,
         on_progress: Progress | None = None,
     ) -> MaintenanceReport:
-        """Run the recommended actions (or the subset `only`) on Spark and record the outcome."""
+        """Run the recommended actions (or the subset `only`) on Spark and record the outcome.
+
+        A table dropped since it was recommended gets its actions skipped as "table no longer exists"
+        (nothing runs, nothing is recorded). An invalid policy, unreadable metadata or a table Spark
+        cannot open fails its actions with the error, recorded like any failure; an unreachable
+        catalog fails them too, unrecorded, since it is no fault of the table."""
+        started = utc_now()
+        known = recommendation
+        try:
+            status = self.status(key, started)
+            known = recommendation or self.recommend(key, status, now=started)
+            return self._run(key, started, status, known, dry_run, only, on_progress)
+        except TableNotFoundError as error:
+            reason = f"{TABLE_GONE}: {error}; nothing was run"
+            return self._unrun(key, started, known, only, "skipped", reason)
+        except CatalogUnavailableError as error:  # the catalog's fault, not the table's: not recorded
+            return self._unrun(key, started, known, only, "failed", _bounded(str(error)))
+        except (InvalidPolicyError, MetadataReadError, MaintenanceError) as error:
+            report = self._unrun(key, started, known, only, "failed", _bounded(str(error)))
+            if not dry_run:
+                self.history_store.record(report)
+            return report
+
+    def _run(
+        self,
+        key: TableKey,
+        started: datetime,
+        status: TableStatus,
+        recommendation: Recommendation,
+        dry_run: bool,
+        only: Sequence[MaintenanceAction] | None,
+        on_progress: Progress | None,
+    ) -> MaintenanceReport:
         from icepack_dagster.spark.runner import MaintenanceRunner
 
-        started = utc_now()
-        status = self.status(key, started)
-        recommendation = recommendation or self.recommend(key, status, now=started)
         chosen = [a for a in recommendation.actions if only is None or a.action in only]
         skipped = [
             ActionResult(
@@ -164,3 +220,30 @@ class Engine:
         if not dry_run and chosen:
             self.history_store.record(report)
         return report
+
+    @staticmethod
+    def _unrun(
+        key: TableKey,
+        started: datetime,
+        recommendation: Recommendation | None,
+        only: Sequence[MaintenanceAction] | None,
+        status: ActionStatus,
+        message: str,
+    ) -> MaintenanceReport:
+        """A report for a table whose actions never reached Spark: each one skipped or failed with
+        `message` (the recommended actions when known, else every action asked for)."""
+        recommended = [a.action for a in recommendation.actions] if recommendation else list(ACTION_ORDER)
+        actions = [a for a in ACTION_ORDER if a in recommended and (only is None or a in only)]
+        failed = status == "failed"
+        results = tuple(
+            ActionResult(
+                action=action,
+                status=status,
+                statements=(),
+                duration_seconds=0,
+                error=message if failed else None,
+                reason=None if failed else message,
+            )
+            for action in actions
+        )
+        return MaintenanceReport(table=key.text, started_at=started, finished_at=utc_now(), results=results)

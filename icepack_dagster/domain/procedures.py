@@ -4,7 +4,9 @@ Nothing a table name or an option carries can change what a statement does: the 
 procedure's `table` argument as backtick-quoted parts (Iceberg parses it with Spark's multipart
 identifier parser) inside an escaped SQL string literal, qualified with the catalog so a namespace
 that happens to share a catalog's name is still addressed exactly. Option keys come from a per-action
-allowlist and values are parsed and re-printed from their type, never copied through.
+allowlist and values are parsed and re-printed from their type, never copied through. Options that
+would weaken a guard (widening orphan-file matching, hiding failed commits) are refused by name, and
+partial progress always runs with no failed commit tolerated, so a failed file group fails the action.
 
 Spark substitutes `${...}` in SQL text, also inside the parsed `table` string; the statements are exact
 only in a session that ran `SESSION_SETUP` first (the runner does).
@@ -64,6 +66,12 @@ def _one_of(*choices: str) -> Validator:
     return validate
 
 
+def _no_failed_commits(value: str) -> str:
+    if value != "0":
+        raise ValueError("expected 0: Iceberg reports up to this many failed commits as success")
+    return value
+
+
 def parse_timestamp(value: str) -> datetime:
     """An ISO 8601 timestamp; one without an offset is taken as UTC (Spark sessions here run in UTC)."""
     if not value or len(value) > 40 or not value.isascii():
@@ -102,9 +110,11 @@ MAP_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
         "delete-ratio-threshold": _ratio,
         "use-starting-sequence-number": _boolean,
         "remove-dangling-deletes": _boolean,
-        "partial-progress.max-failed-commits": _int_between(0, 10_000),
+        "partial-progress.max-failed-commits": _no_failed_commits,
     },
-    MaintenanceAction.REWRITE_POSITION_DELETE_FILES: dict(_REWRITE_COMMON),
+    MaintenanceAction.REWRITE_POSITION_DELETE_FILES: {
+        name: check for name, check in _REWRITE_COMMON.items() if not name.startswith("partial-progress.")
+    },
 }
 # Per action: options that are named procedure arguments, rendered as typed SQL literals.
 ARGUMENT_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
@@ -131,6 +141,32 @@ _REFUSED = {
     "table": "the table comes from the table key, not from options",
     "options": "give map options as separate keys",
 }
+_WIDENS_MATCHING = (
+    "files are matched to the metadata by exact scheme and authority; declaring them equal could "
+    "delete files that metadata still references under another scheme or bucket (s3 vs s3a)"
+)
+_HIDES_FAILED_COMMITS = (
+    "with partial progress Iceberg drops a file group whose commit fails and still reports success; "
+    "icepack reports outcomes honestly, so it rewrites position deletes in one commit"
+)
+# Options Iceberg accepts and icepack never passes, per action: each would weaken a safety guard.
+REFUSED_OPTIONS: dict[MaintenanceAction, dict[str, str]] = {
+    MaintenanceAction.REMOVE_ORPHAN_FILES: {
+        "location": "orphan removal lists the table's own location only, never another directory",
+        "file_list_view": "the candidate files come from listing the table location, never from a view",
+        "equal_schemes": _WIDENS_MATCHING,
+        "equal_authorities": _WIDENS_MATCHING,
+        "prefix_mismatch_mode": "a scheme or authority mismatch must stop orphan removal (Iceberg's ERROR "
+        "mode); DELETE or IGNORE could delete files the metadata still references",
+        "location_conflict_mode": "a conflicting location must stop orphan removal (Iceberg's default)",
+    },
+    MaintenanceAction.REWRITE_POSITION_DELETE_FILES: {
+        "partial-progress.enabled": _HIDES_FAILED_COMMITS,
+        "partial-progress.max-commits": _HIDES_FAILED_COMMITS,
+    },
+}
+PARTIAL_PROGRESS = "partial-progress.enabled"
+MAX_FAILED_COMMITS = "partial-progress.max-failed-commits"
 
 
 def sql_string(value: str) -> str:
@@ -157,6 +193,12 @@ def qualified_table(catalog: str, key: TableKey) -> str:
     return quote_identifier(spark_catalog_name(catalog), *key.identifier)
 
 
+def existence_probe(catalog: str, key: TableKey) -> str:
+    """A read-only statement that fails with TABLE_OR_VIEW_NOT_FOUND unless the table exists; Spark
+    analyses it without running a job."""
+    return f"SELECT * FROM {qualified_table(catalog, key)} LIMIT 0"
+
+
 def validate_options(key: TableKey, action: MaintenanceAction, options: Mapping[str, str]) -> dict[str, str]:
     """Options checked against the action's allowlist, values in their canonical printed form."""
     allowed = MAP_OPTIONS.get(action, {}) | ARGUMENT_OPTIONS[action]
@@ -164,6 +206,9 @@ def validate_options(key: TableKey, action: MaintenanceAction, options: Mapping[
     for name, value in options.items():
         if name in _REFUSED:
             reason = f"refused for {action}: {_REFUSED[name]}"
+            raise InvalidProcedureOptionError(key.text, name, value, reason)
+        if name in REFUSED_OPTIONS.get(action, {}):
+            reason = f"not an option icepack ever passes to {action}: {REFUSED_OPTIONS[action][name]}"
             raise InvalidProcedureOptionError(key.text, name, value, reason)
         if name not in allowed:
             known = ", ".join(sorted(allowed)) or "none"
@@ -176,6 +221,8 @@ def validate_options(key: TableKey, action: MaintenanceAction, options: Mapping[
             clean[name] = allowed[name](value)
         except ValueError as error:
             raise InvalidProcedureOptionError(key.text, name, value, f"{action}: {error}") from None
+    if clean.get(PARTIAL_PROGRESS) == "true":
+        clean.setdefault(MAX_FAILED_COMMITS, "0")  # a failed file group then fails the action
     return clean
 
 

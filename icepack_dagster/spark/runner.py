@@ -2,17 +2,19 @@
 
 Every table gets its own `spark.newSession()`: the table's `icepack.spark.sql.*` overrides are `SET`
 there and die with it, so they never reach another table. Everything that can be refused is refused
-before Spark is touched (options, overrides, safety guards); a failing action stops the table's later
-actions, since they were planned on the state the failed one should have produced.
+before Spark is touched (options, overrides, safety guards), and orphan removal also in a session
+where Iceberg's own 24-hour guard is off. A failing action stops the table's later actions, since
+they were planned on the state the failed one should have produced; its report says what the failure
+left behind (`spark/failures.py`), and its impact is measured, since partial progress may have
+committed part of it.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +22,7 @@ from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
 
 from icepack_dagster.domain.actions import ActionImpact, ActionResult, ActionStatus, MaintenanceAction
-from icepack_dagster.domain.procedures import SESSION_SETUP, guard_action, qualified_table, render_call
+from icepack_dagster.domain.procedures import SESSION_SETUP, existence_probe, guard_action, render_call
 from icepack_dagster.domain.recommendation_model import RecommendedAction
 from icepack_dagster.domain.spark_overrides import render_set, resolve_overrides
 from icepack_dagster.domain.status import TableStatus
@@ -31,22 +33,17 @@ from icepack_dagster.exceptions import (
     MaintenanceError,
     TableNotFoundError,
 )
+from icepack_dagster.spark.failures import failure_hint, spark_error_message
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+__all__ = ["MaintenanceRunner", "spark_error_message"]
 
 logger = logging.getLogger(__name__)
 
 StatusReader = Callable[[], TableStatus]
 ProgressSink = Callable[[str], None]
-_SECRETS = [
-    (re.compile(r"(://)[^/\s:@]+:[^/\s@]+@"), r"\1**********@"),
-    (
-        re.compile(r"((?:password|secret|token|credential)[\"']?\s*[=:]\s*)[^\s,;&\"']+", re.IGNORECASE),
-        r"\1**********",
-    ),
-]
-_MAX_MESSAGE = 600
 
 
 @dataclass(frozen=True)
@@ -59,25 +56,20 @@ class _Plan:
     dry_run_option: bool = False
 
 
-def _clean(message: str) -> str:
-    for pattern, replacement in _SECRETS:
-        message = pattern.sub(replacement, message)
-    return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 3] + "..."
-
-
-def spark_error_message(error: Exception) -> str:
-    """The useful part of a Spark or Java error: its first line and the Java root cause, no secrets."""
-    if isinstance(error, Py4JJavaError):
-        java = error.java_exception
-        text = str(java.toString())
-        cause = java.getCause()
-        while cause is not None and cause.getCause() is not None:
-            cause = cause.getCause()
-        if cause is not None and str(cause.toString()) not in text:
-            text += f" (caused by {cause.toString()})"
-    else:
-        text = str(error).split("\n\nJVM stacktrace:")[0]
-    return _clean(" ".join(text.strip().splitlines()[:2]))
+def _orphan_guard_is_on(key: TableKey, session: SparkSession, plan: _Plan) -> _Plan:
+    """Iceberg skips its own 24-hour orphan-age check when the session says `spark.testing=true` (a
+    core setting no table override can reach, but a platform's Spark configuration could)."""
+    if plan.action is not MaintenanceAction.REMOVE_ORPHAN_FILES or plan.error is not None:
+        return plan
+    if str(session.conf.get("spark.testing", "false")).strip().lower() != "true":
+        return plan
+    return replace(
+        plan,
+        statements=(),
+        error=f"table {key.text}: {plan.action} refused: this Spark session sets spark.testing=true, "
+        "which switches off Iceberg's 24-hour guard against deleting files of writes in progress; "
+        "remove spark.testing from the Spark configuration",
+    )
 
 
 _IMPACT_FIELDS = {
@@ -155,6 +147,8 @@ class MaintenanceRunner:
         progress = on_progress or (lambda message: logger.info("%s", message))
         plans = self._plan(key, actions, properties or {}, now or datetime.now(UTC))
         session = None if dry_run else self._table_session(key)
+        if session is not None:
+            plans = [_orphan_guard_is_on(key, session, plan) for plan in plans]
         meter = _StatusMeter(status_before, key, progress)
         results: list[ActionResult] = []
         try:
@@ -188,7 +182,7 @@ class MaintenanceRunner:
         before = meter.before()
         progress(f"table {key.text}: running {plan.action}")
         result = self._execute(session, key, plan)
-        after = meter.after(result.status == "succeeded")
+        after = meter.after()  # also after a failure: partial progress may have committed part of it
         progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s")
         return result.model_copy(update={"impact": _measured(result.impact, before, after)})
 
@@ -200,7 +194,9 @@ class MaintenanceRunner:
         for statement in SESSION_SETUP:
             session.sql(statement)
         try:
-            session.table(qualified_table(self._catalog, key))
+            # Not `session.table()`: it parses the name under the thread's active session, which still
+            # substitutes `${...}`, so it could check another table than the one the CALL addresses.
+            session.sql(existence_probe(self._catalog, key))
         except (PySparkException, Py4JJavaError) as error:
             _close_catalog(session, self._catalog)
             if isinstance(error, AnalysisException) and error.getErrorClass() == "TABLE_OR_VIEW_NOT_FOUND":
@@ -218,13 +214,14 @@ class MaintenanceRunner:
                 rows = session.sql(statement).collect()
             output = self._output(plan, rows)
         except (PySparkException, Py4JJavaError) as error:
-            message = f"table {key.text}: {plan.action} failed on Spark: {spark_error_message(error)}"
+            hint, cause = failure_hint(error), spark_error_message(error)
             return ActionResult(
                 action=plan.action,
                 status="failed",
                 statements=plan.statements,
                 duration_seconds=time.monotonic() - started,
-                error=message,
+                error=f"table {key.text}: {plan.action} failed on Spark: "
+                + (f"{hint}. Cause: {cause}" if hint else cause),
             )
         impact = ActionImpact(procedure_output=output)
         if plan.action is MaintenanceAction.REMOVE_ORPHAN_FILES:
@@ -262,8 +259,9 @@ class MaintenanceRunner:
 
 class _StatusMeter:
     """Reads the table status around each action; the status after one action is the status before
-    the next, so each state is read once. A status that cannot be read leaves the numbers empty: the
-    action's outcome matters more than its measured impact."""
+    the next, so each state is read once, also after a failed action (a failure can follow partial
+    commits). A status that cannot be read leaves the numbers empty: the action's outcome matters more
+    than its measured impact."""
 
     def __init__(self, read: StatusReader | None, key: TableKey, progress: ProgressSink) -> None:
         self._read_status = read
@@ -283,8 +281,8 @@ class _StatusMeter:
     def before(self) -> TableStatus | None:
         return self._last or self._read()
 
-    def after(self, succeeded: bool) -> TableStatus | None:
-        self._last = self._read() if succeeded else None
+    def after(self) -> TableStatus | None:
+        self._last = self._read()
         return self._last
 
 

@@ -293,7 +293,7 @@ SAMPLE_OPTIONS = {
     "target-file-size-bytes": "1048576", "min-file-size-bytes": "0", "max-file-size-bytes": "2097152",
     "min-input-files": "2", "rewrite-all": "false", "max-file-group-size-bytes": "1073741824",
     "max-concurrent-file-group-rewrites": "2", "partial-progress.enabled": "false",
-    "partial-progress.max-commits": "3", "partial-progress.max-failed-commits": "1",
+    "partial-progress.max-commits": "3", "partial-progress.max-failed-commits": "0",
     "rewrite-job-order": "bytes-desc", "delete-file-threshold": "3", "delete-ratio-threshold": "0.3",
     "use-starting-sequence-number": "true", "remove-dangling-deletes": "false", "strategy": "binpack",
     "use_caching": "false", "spec_id": "0", "older_than": "2020-01-01T00:00:00Z", "retain_last": "3",

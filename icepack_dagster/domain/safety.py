@@ -1,0 +1,98 @@
+"""Files under a table's location that no metadata references, split by the orphan age.
+
+A write in progress, or one that was interrupted (a maintenance process killed between writing its
+files and committing them, a commit whose outcome never came back), leaves files that no snapshot
+references. Orphan removal deletes them only once they are older than the orphan age (never under
+Iceberg's 24 hours), so until then they are reported here: bounded, named and sized, instead of
+silently accumulating. Pure: the adapter supplies the listing and the referenced locations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from urllib.parse import unquote, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_SAME_SCHEME = {"": "file", "s3a": "s3", "s3n": "s3"}  # how Iceberg's orphan removal compares them
+
+
+class UnreferencedFile(BaseModel):
+    """One file that no snapshot, manifest, statistics file or metadata file references."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    location: str
+    size_bytes: int = Field(ge=0)
+    modified_at: datetime
+
+
+class UnreferencedFiles(BaseModel):
+    """The unreferenced files of one table at one moment."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    table: str
+    location: str = Field(description="The table location that was listed")
+    measured_at: datetime
+    orphan_age_hours: float = Field(ge=24)
+    young: tuple[UnreferencedFile, ...] = Field(
+        default=(), description="Newer than the orphan age: a write in progress or an interrupted one; kept"
+    )
+    removable: tuple[UnreferencedFile, ...] = Field(
+        default=(), description="Older than the orphan age: orphan removal deletes them"
+    )
+
+    @property
+    def young_bytes(self) -> int:
+        return sum(f.size_bytes for f in self.young)
+
+    @property
+    def removable_bytes(self) -> int:
+        return sum(f.size_bytes for f in self.removable)
+
+    def summary(self) -> str:
+        """One line for a report or a log."""
+        return (
+            f"table {self.table}: {len(self.young)} unreferenced files ({self.young_bytes} bytes) newer "
+            f"than {self.orphan_age_hours:g} h are kept (writes in progress or interrupted); "
+            f"{len(self.removable)} ({self.removable_bytes} bytes) are old enough for orphan removal"
+        )
+
+
+def file_identity(location: str) -> tuple[str, str, str]:
+    """(scheme, authority, path) as orphan removal compares them: `/p`, `file:/p` and `file:///p` are
+    one file; `s3a://b/k` and `s3://b/k` are one file; another authority is another file."""
+    parts = urlsplit(location)
+    if len(parts.scheme) == 1:  # a Windows drive letter, not a scheme
+        return "file", "", location
+    scheme = _SAME_SCHEME.get(parts.scheme.lower(), parts.scheme.lower())
+    return scheme, parts.netloc, unquote(parts.path)
+
+
+def classify_unreferenced(
+    table: str,
+    location: str,
+    listed: Iterable[UnreferencedFile],
+    referenced: Iterable[str],
+    now: datetime,
+    orphan_age_hours: float,
+) -> UnreferencedFiles:
+    """The listed files no referenced location names, young or removable by their modification time."""
+    known = {file_identity(path) for path in referenced}
+    cutoff = now.astimezone(UTC) - timedelta(hours=orphan_age_hours)
+    young: list[UnreferencedFile] = []
+    removable: list[UnreferencedFile] = []
+    for entry in sorted(listed, key=lambda f: f.location):
+        if file_identity(entry.location) in known:
+            continue
+        (removable if entry.modified_at.astimezone(UTC) < cutoff else young).append(entry)
+    return UnreferencedFiles(
+        table=table,
+        location=location,
+        measured_at=now,
+        orphan_age_hours=orphan_age_hours,
+        young=tuple(young),
+        removable=tuple(removable),
+    )

@@ -1,0 +1,97 @@
+"""Which files under a table's location its metadata does not reference, read with PyIceberg.
+
+Referenced means reachable from the table's current metadata the way Iceberg's orphan removal sees it:
+the metadata file and the previous ones in its log, every snapshot's manifest list, manifests and the
+data and delete files they list as live, and statistics and partition-statistics files. Everything
+else under the location is unreferenced; `domain/safety.py` splits it by the orphan age.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+from pyarrow import fs as pafs
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.manifest import ManifestFile
+from pyiceberg.table import Table
+
+from icepack_dagster.domain.safety import UnreferencedFile, UnreferencedFiles, classify_unreferenced
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import MetadataReadError, TableNotFoundError
+
+
+def open_table(catalog: Catalog, key: TableKey) -> Table:
+    """The PyIceberg table, or a project error naming it."""
+    try:
+        return catalog.load_table(key.identifier)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        raise TableNotFoundError(
+            f"table {key.text} does not exist in catalog {key.catalog!r} (dropped or renamed?)"
+        ) from None
+    except Exception as error:  # catalogs raise driver- and storage-specific errors; translate them all
+        raise MetadataReadError(
+            f"table {key.text}: its metadata could not be loaded ({type(error).__name__}: {error})"
+        ) from error
+
+
+def referenced_locations(table: Table) -> set[str]:
+    """Every file location the table's metadata reaches, across all snapshots, branches and tags."""
+    metadata = table.metadata
+    found = {table.metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)}
+    found |= {stats.statistics_path for stats in metadata.statistics}
+    found |= {stats.statistics_path for stats in metadata.partition_statistics}
+    manifests: dict[str, ManifestFile] = {}
+    for snapshot in metadata.snapshots:
+        found.add(snapshot.manifest_list)
+        for manifest in snapshot.manifests(table.io):
+            manifests.setdefault(manifest.manifest_path, manifest)
+    for path, manifest in manifests.items():
+        found.add(path)
+        entries = manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+        found |= {entry.data_file.file_path for entry in entries}
+    return found
+
+
+def list_files(location: str) -> list[UnreferencedFile]:
+    """Every visible file under `location` with its size and modification time (local paths, file://
+    and any filesystem pyarrow opens from a URI with ambient credentials)."""
+    parts = urlsplit(location)
+    if parts.scheme in ("", "file"):
+        filesystem: pafs.FileSystem = pafs.LocalFileSystem()
+        root, prefix = parts.path, ""
+    else:
+        filesystem, root = pafs.FileSystem.from_uri(location)
+        prefix = f"{parts.scheme}://"
+    infos = filesystem.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    return [
+        UnreferencedFile(
+            location=prefix + info.path,
+            size_bytes=info.size or 0,
+            modified_at=(info.mtime or datetime.fromtimestamp(0, UTC)).astimezone(UTC),
+        )
+        for info in infos
+        if info.type == pafs.FileType.File and not _hidden(info.path[len(root) :])
+    ]
+
+
+def _hidden(relative: str) -> bool:
+    """Hidden files and directories (Hadoop's `.crc` checksums, `_temporary`), which Iceberg's orphan
+    removal never lists either."""
+    return any(part.startswith((".", "_")) for part in relative.split("/") if part)
+
+
+def find_unreferenced_files(
+    table: Table, key: TableKey, orphan_age_hours: float, now: datetime
+) -> UnreferencedFiles:
+    """The table's unreferenced files, split by the orphan age (see `domain/safety.py`)."""
+    try:
+        referenced = referenced_locations(table)
+        listed = list_files(table.location())
+    except (OSError, ValueError) as error:
+        raise MetadataReadError(
+            f"table {key.text}: its files could not be listed or its manifests read "
+            f"({type(error).__name__}: {error})"
+        ) from error
+    return classify_unreferenced(key.text, table.location(), listed, referenced, now, orphan_age_hours)

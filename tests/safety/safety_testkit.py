@@ -1,0 +1,299 @@
+"""Helpers for the safety suite, all over real Spark and real Iceberg tables.
+
+- tiny tables (one file per partition per commit) and their files on disk;
+- what a table references, read independently of the engine (Spark's metadata tables plus the
+  statistics entries of the metadata), and the contents of every snapshot and ref;
+- `StalledTaskSlots`: every Spark task slot held by a task that waits for a release, so an action
+  submitted meanwhile is planned on the driver but cannot write or commit until the test lets it;
+  another writer commits in that window, deterministically, without sleeps;
+- row-level deletes committed as position delete files through Iceberg's Java API (driver side, so
+  they commit while the task slots are held), the way a Flink or Trino writer would;
+- `RecordingSpark`: a thin wrapper that forwards every call to the real SparkSession and records the
+  SQL it is given.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import IntegerType, LongType, NestedField, StringType
+from pyspark.sql import SparkSession
+
+from icepack_dagster.domain.procedures import qualified_table, sql_string
+from icepack_dagster.domain.recommendation_model import RecommendedAction
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.iceberg.catalogs import CatalogSet
+
+FIVE_DAYS_AGO = time.time() - 5 * 24 * 3600
+MOR_V2 = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+}
+DEADLINE_SECONDS = 120
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "p", IntegerType(), required=False),
+    NestedField(3, "payload", StringType(), required=False),
+)
+
+
+def action(kind: str, **options: str) -> RecommendedAction:
+    return RecommendedAction(action=kind, reason="safety test", priority=1.0, options=options)
+
+
+def make_table(
+    catalogs: CatalogSet,
+    namespace: str,
+    name: str,
+    commits: int,
+    *,
+    partitions: int = 0,
+    properties: dict[str, str] | None = None,
+    rows: int = 10,
+) -> TableKey:
+    """`rows` rows per commit, ids counting up; with `partitions`, identity-partitioned by `p = id %
+    partitions`. Written with PyIceberg (no Spark job): each commit writes one file per partition."""
+    key = TableKey(catalog="lake", namespace=(namespace,), name=name)
+    spec = (
+        PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="p"))
+        if partitions
+        else PartitionSpec()
+    )
+    catalogs.get("lake").create_table(
+        key.identifier, SCHEMA, partition_spec=spec, properties=properties or {"format-version": "2"}
+    )
+    for start in range(0, rows * commits, rows):
+        append_rows(catalogs, key, start, start + rows, partitions)
+    return key
+
+
+def append_rows(catalogs: CatalogSet, key: TableKey, start: int, end: int, partitions: int = 0) -> None:
+    ids = list(range(start, end))
+    batch = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "p": pa.array([i % partitions if partitions else 0 for i in ids], pa.int32()),
+            "payload": pa.array([f"row-{i}" for i in ids]),
+        }
+    )
+    catalogs.get("lake").load_table(key.identifier).append(batch)
+
+
+def local(path: str) -> Path:
+    return Path(path.removeprefix("file:").removeprefix("//"))
+
+
+def table_dir(catalogs: CatalogSet, key: TableKey) -> Path:
+    return local(catalogs.get("lake").load_table(key.identifier).location())
+
+
+def files_under(root: Path) -> set[Path]:
+    """Files below `root`, without hidden ones (Hadoop's .crc checksums; Iceberg ignores them too)."""
+    return {p for p in root.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))}
+
+
+def age_files(root: Path, when: float = FIVE_DAYS_AGO) -> None:
+    for path in files_under(root):
+        os.utime(path, (when, when))
+
+
+def referenced_files(spark: SparkSession, catalogs: CatalogSet, key: TableKey) -> set[Path]:
+    """Every file the table's metadata reaches, read through Spark's metadata tables (all snapshots,
+    branches and tags) and the statistics entries of the current metadata."""
+    q = qualified_table("lake", key)
+    queries = (
+        f"SELECT file_path FROM {q}.all_files",
+        f"SELECT path FROM {q}.all_manifests",
+        f"SELECT manifest_list FROM {q}.snapshots",
+        f"SELECT file FROM {q}.metadata_log_entries",
+    )
+    found = {local(row[0]) for query in queries for row in spark.sql(query).collect()}
+    metadata = catalogs.get("lake").load_table(key.identifier).metadata
+    found |= {local(s.statistics_path) for s in (*metadata.statistics, *metadata.partition_statistics)}
+    return found
+
+
+def contents_by_version(spark: SparkSession, key: TableKey) -> dict[str, tuple[int, str]]:
+    """The contents fingerprint of every snapshot, branch and tag (one Spark job for all of them)."""
+    q = qualified_table("lake", key)
+    versions = [str(r[0]) for r in spark.sql(f"SELECT snapshot_id FROM {q}.snapshots").collect()]
+    versions += [f"'{r[0]}'" for r in spark.sql(f"SELECT name FROM {q}.refs").collect()]
+    union = " UNION ALL ".join(
+        f"SELECT {sql_string(v)} AS version, count(*) AS n, "
+        f"coalesce(sum(xxhash64(to_json(struct(*)))), 0) AS h1, "
+        f"coalesce(sum(hash(to_json(struct(*)))), 0) AS h2 FROM {q} VERSION AS OF {v}"
+        for v in versions
+    )
+    return {r["version"]: (int(r["n"]), f"{r['h1']}:{r['h2']}") for r in spark.sql(union).collect()}
+
+
+def snapshot_rows(spark: SparkSession, key: TableKey) -> list[Any]:
+    q = qualified_table("lake", key)
+    return spark.sql(
+        f"SELECT snapshot_id, parent_id, operation FROM {q}.snapshots ORDER BY committed_at, snapshot_id"
+    ).collect()
+
+
+class StalledTaskSlots:
+    """Holds every task slot of the local Spark session until `release()`; see the module docstring."""
+
+    GROUP = "safety-stall"
+
+    def __init__(self, spark: SparkSession, flag: Path) -> None:
+        self._sc = spark.sparkContext
+        self._flag = flag
+        self._thread = threading.Thread(target=self._hold, daemon=True)
+
+    def _hold(self) -> None:
+        flag, slots = str(self._flag), self._sc.defaultParallelism
+        deadline = time.time() + DEADLINE_SECONDS
+
+        def wait(_: object) -> None:
+            while not os.path.exists(flag) and time.time() < deadline:
+                time.sleep(0.02)
+
+        self._sc.setJobGroup(self.GROUP, "safety test: hold every task slot")
+        self._sc.parallelize(range(slots), slots).foreach(wait)
+
+    def __enter__(self) -> StalledTaskSlots:
+        self._thread.start()
+        tracker = self._sc.statusTracker()
+        _poll(lambda: _running_tasks(tracker, self.GROUP) >= self._sc.defaultParallelism)
+        return self
+
+    def wait_for_other_job(self) -> None:
+        """Returns once a job outside the stall is submitted: its action finished planning."""
+        tracker = self._sc.statusTracker()
+        _poll(lambda: bool(set(tracker.getActiveJobsIds()) - set(tracker.getJobIdsForGroup(self.GROUP))))
+
+    def release(self) -> None:
+        self._flag.touch()
+        self._thread.join(DEADLINE_SECONDS)
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _running_tasks(tracker: Any, group: str) -> int:
+    running = 0
+    for job in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job)
+        for stage in info.stageIds if info else ():
+            stage_info = tracker.getStageInfo(stage)
+            running += stage_info.numActiveTasks if stage_info else 0
+    return running
+
+
+def _poll(condition: Any) -> None:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met before the deadline")
+        time.sleep(0.02)
+
+
+def run_in_thread(target: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """Starts `target()` in a thread; the dict receives its return value (or exception) when done."""
+    outcome: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            outcome["value"] = target()
+        except BaseException as error:  # handed to the test, which re-raises it
+            outcome["error"] = error
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def finished(thread: threading.Thread, outcome: dict[str, Any]) -> Any:
+    thread.join(DEADLINE_SECONDS)
+    assert not thread.is_alive(), "the action did not finish before the deadline"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+Located = dict[tuple[str, str | None], list[int]]
+
+
+def locate_rows(spark: SparkSession, key: TableKey, ids: list[int]) -> Located:
+    """(data file, partition path) -> row positions of the given ids (a Spark job: call it before
+    stalling)."""
+    q = qualified_table("lake", key)
+    listed = ", ".join(str(i) for i in ids)
+    found: Located = {}
+    for row in spark.sql(f"SELECT _file, _pos FROM {q} WHERE id IN ({listed})").collect():
+        parent = local(row[0]).parent.name
+        found.setdefault((row[0], parent if "=" in parent else None), []).append(int(row[1]))
+    return found
+
+
+def commit_position_deletes(spark: SparkSession, key: TableKey, located: Located) -> int:
+    """Commits one position delete file per data file (written with pyarrow next to the data file,
+    committed as a RowDelta through Iceberg's Java API on the driver); returns the new snapshot id."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession,
+        qualified_table("lake", key),  # type: ignore[attr-defined]
+    )
+    schema = pa.schema(
+        [
+            pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": "2147483546"}),
+            pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": "2147483545"}),
+        ]
+    )
+    delta = table.newRowDelta()
+    for (data_file, partition), positions in located.items():
+        path = local(data_file).with_name(f"pos-deletes-{uuid.uuid4().hex}.parquet")
+        rows = pa.table({"file_path": [data_file] * len(positions), "pos": sorted(positions)}, schema=schema)
+        pq.write_table(rows, path)
+        builder = (
+            jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(table.spec())
+            .ofPositionDeletes()
+            .withPath(f"file:{path}")  # not as_uri(): Hadoop would not decode p%3D1
+            .withFormat(jvm.org.apache.iceberg.FileFormat.PARQUET)
+            .withFileSizeInBytes(path.stat().st_size)
+            .withRecordCount(len(positions))
+        )
+        if partition is not None:
+            builder = builder.withPartitionPath(partition)
+        delta = delta.addDeletes(builder.build())
+    delta.commit()
+    table.refresh()
+    return int(table.currentSnapshot().snapshotId())
+
+
+class RecordingSpark:
+    """The real SparkSession, every call forwarded; `sql` and `table` calls are also recorded."""
+
+    def __init__(self, session: Any, log: list[str]) -> None:
+        self._session = session
+        self.log = log
+
+    def newSession(self) -> RecordingSpark:  # noqa: N802 - SparkSession's own name
+        return RecordingSpark(self._session.newSession(), self.log)
+
+    def sql(self, statement: str, *args: Any, **kwargs: Any) -> Any:
+        self.log.append(statement)
+        return self._session.sql(statement, *args, **kwargs)
+
+    def table(self, name: str) -> Any:
+        self.log.append(f"TABLE {name}")
+        return self._session.table(name)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)

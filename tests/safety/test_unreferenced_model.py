@@ -1,0 +1,50 @@
+"""Contract: unreferenced files are matched to referenced locations the way Iceberg's orphan removal
+matches them (`/p`, `file:/p` and `file:///p` are one file, `s3a://` and `s3://` are one scheme, another
+authority is another file) and split by the orphan age: younger files are kept as possibly in flight,
+older ones are what orphan removal deletes next."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from icepack_dagster.domain.safety import UnreferencedFile, classify_unreferenced, file_identity
+
+NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)
+
+
+def listed(location: str, hours_old: float, size: int = 10) -> UnreferencedFile:
+    return UnreferencedFile(location=location, size_bytes=size, modified_at=NOW - timedelta(hours=hours_old))
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "same"),
+    [
+        ("/w/t/data/a.parquet", "file:/w/t/data/a.parquet", True),
+        ("file:///w/t/data/a.parquet", "file:/w/t/data/a.parquet", True),
+        ("s3a://bucket/t/a.parquet", "s3://bucket/t/a.parquet", True),
+        ("s3://bucket/t/a.parquet", "s3://other/t/a.parquet", False),
+        ("file://otherhost/w/t/a.parquet", "file:/w/t/a.parquet", False),
+        ("/w/t/data/p%3D1/a.parquet", "/w/t/data/p=1/a.parquet", True),
+    ],
+)
+def test_locations_are_one_file_exactly_when_orphan_removal_says_so(one: str, other: str, same: bool) -> None:
+    assert (file_identity(one) == file_identity(other)) is same
+
+
+def test_unreferenced_files_are_split_by_the_orphan_age() -> None:
+    files = [
+        listed("/w/t/data/live.parquet", 200),
+        listed("/w/t/data/in-flight.parquet", 1, size=7),
+        listed("/w/t/data/old-orphan.parquet", 80, size=5),
+        listed("/w/t/metadata/v1.metadata.json", 300),
+    ]
+    referenced = ["file:/w/t/data/live.parquet", "file:///w/t/metadata/v1.metadata.json"]
+
+    result = classify_unreferenced("lake.ns.t", "file:/w/t", files, referenced, NOW, 72)
+
+    assert [f.location for f in result.young] == ["/w/t/data/in-flight.parquet"]
+    assert [f.location for f in result.removable] == ["/w/t/data/old-orphan.parquet"]
+    assert (result.young_bytes, result.removable_bytes) == (7, 5)
+    assert result.summary().startswith("table lake.ns.t: 1 unreferenced files (7 bytes) newer than 72 h")
