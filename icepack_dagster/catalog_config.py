@@ -8,6 +8,7 @@ Pure mapping: no pyiceberg or pyspark import. The returned dictionaries contain 
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 from icepack_dagster.settings import (
     CatalogSettings,
@@ -42,8 +43,10 @@ def pyiceberg_properties(name: str, catalog: CatalogSettings, settings: IcepackS
             # timeout: wait for Spark's JDBC writer instead of failing with "database is locked"
             return {"type": "sql", "uri": f"sqlite:///{db}?timeout=30", "warehouse": warehouse.as_uri()}
         case PostgresCatalogSettings():
-            password = catalog.password.get_secret_value()
-            auth = f"{catalog.user}:{password}" if password else catalog.user
+            # user and password are URL-encoded: '@', '/', ':' or '#' in them must not break the URI
+            password = quote(catalog.password.get_secret_value(), safe="")
+            user = quote(catalog.user, safe="")
+            auth = f"{user}:{password}" if password else user
             return {
                 "type": "sql",
                 "uri": f"postgresql+psycopg2://{auth}@{catalog.host}:{catalog.port}/{catalog.database}"

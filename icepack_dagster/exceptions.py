@@ -3,6 +3,16 @@ so every message names the table (or setting) and says what to do next."""
 
 from __future__ import annotations
 
+_SHOWN_VALUE_CHARS = 120
+
+
+def _shown(value: object) -> str:
+    """A value as an error message quotes it: bounded, so a 100 KB property never makes a 100 KB error."""
+    text = repr(value)
+    if len(text) <= _SHOWN_VALUE_CHARS:
+        return text
+    return f"{text[:_SHOWN_VALUE_CHARS]}... ({len(text)} characters)"
+
 
 class IcepackError(Exception):
     """Base class: every error icepack_dagster raises on purpose."""
@@ -36,7 +46,7 @@ class InvalidPolicyError(IcepackError):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"table {table}: invalid policy value for {field!r} ({value!r}): {reason}")
+        super().__init__(f"table {table}: invalid policy value for {field!r} ({_shown(value)}): {reason}")
 
 
 class InvalidProcedureOptionError(InvalidPolicyError, ValueError):
@@ -44,7 +54,7 @@ class InvalidProcedureOptionError(InvalidPolicyError, ValueError):
 
     def __init__(self, table: str, option: str, value: object, reason: str) -> None:
         super().__init__(table, option, value, reason)
-        self.args = (f"table {table}: maintenance option {option!r} ({value!r}) refused: {reason}",)
+        self.args = (f"table {table}: maintenance option {option!r} ({_shown(value)}) refused: {reason}",)
 
 
 class RejectedSparkOverrideError(IcepackError):
@@ -54,7 +64,8 @@ class RejectedSparkOverrideError(IcepackError):
         self.table = table
         self.key = key
         self.reason = reason
-        super().__init__(f"table {table}: Spark SQL override {key!r} refused: {reason}")
+        property_name = "icepack." + key if key.startswith("spark.sql.") else key
+        super().__init__(f"table {table}: Spark SQL override property {property_name!r} refused: {reason}")
 
 
 class MetadataReadError(IcepackError):

@@ -6,6 +6,7 @@ The only package that imports pyspark. A missing Java or jar stops here with wha
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -102,6 +103,10 @@ def describe_spark_conf(settings: IcepackSettings) -> dict[str, str]:
 def build_spark_session(settings: IcepackSettings) -> SparkSession:
     """Start (or join) the process's Spark session with icepack's configuration."""
     require_java()
+    # py4j logs every JVM command at DEBUG, including catalog passwords set below: never below INFO.
+    py4j_logger = logging.getLogger("py4j")
+    if py4j_logger.getEffectiveLevel() < logging.INFO:
+        py4j_logger.setLevel(logging.INFO)
     conf = spark_conf(settings)
     from pyspark.sql import SparkSession
 

@@ -106,3 +106,26 @@ def test_postgres_password_is_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "pw-123456" in props["uri"]
     assert "pw-123456" not in str(redact_conf(props))
     assert "pw-123456" not in settings.model_dump_json()
+
+
+def test_postgres_credentials_with_uri_characters_are_encoded() -> None:
+    settings = load_settings(
+        catalogs={
+            "pg": {
+                "kind": "postgres",
+                "database": "cat",
+                "user": "ice@team",
+                "password": "S3cr@t/pa:ss%w?rd#x",
+                "warehouse": "s3://bucket/wh",
+            }
+        }
+    )
+    from sqlalchemy.engine import make_url
+
+    url = make_url(pyiceberg_properties("pg", settings.catalogs["pg"], settings)["uri"])
+    assert (url.username, url.password, url.host, url.database) == (
+        "ice@team",
+        "S3cr@t/pa:ss%w?rd#x",
+        "127.0.0.1",
+        "cat",
+    )
