@@ -3,9 +3,8 @@ number agrees exactly with Spark's own metadata tables (`files`, `manifests`, `p
 `refs`, `metadata_log_entries`) on the same real table, in the embedded SQLite and the PostgreSQL
 catalogs: format v1, v2 and v3, partitioned with an evolved spec, position deletes, deletion vectors,
 equality deletes, branches and tags, and a table with no snapshot. Main's numbers ignore other branches.
-Manifest aggregates are cached by path: a re-status with the same `ManifestCache` decodes no manifest
-again, and after an append only the new manifest. Unreadable or invalid input fails with an error
-naming the table (and the field or file).
+Unreadable or invalid input fails with an error naming the table (and the field or file). Manifest
+decoding and the manifest cache are pinned in tests/adapters/test_manifest_cache.py.
 """
 
 from __future__ import annotations
@@ -17,16 +16,14 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyiceberg.io import FileIO, InputFile, OutputFile
-from pyiceberg.table import Table
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import InvalidPolicyError, MetadataReadError, TableNotFoundError
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.iceberg.manifest_reader import SIZE_BUCKET_BOUNDS, ManifestCache
-from icepack_dagster.iceberg.status_reader import collect_status, read_status
+from icepack_dagster.iceberg.manifest_reader import SIZE_BUCKET_BOUNDS
+from icepack_dagster.iceberg.status_reader import collect_status
 
 THRESHOLDS = HealthThresholds()
 SMALL = 1200  # icepack.small-file-threshold-bytes for tables whose small-file split matters
@@ -323,74 +320,3 @@ def test_naive_now_is_refused(catalogs, namespace) -> None:
     catalogs.get("lake").create_table(key.identifier, schema=pa.schema([("x", pa.int64())]))
     with pytest.raises(ValueError, match="timezone-aware"):
         _status(catalogs, key, now=datetime(2026, 1, 1))
-
-
-class CountingIO(FileIO):
-    """The table's real FileIO, recording which files are opened for reading."""
-
-    def __init__(self, inner: FileIO) -> None:
-        super().__init__(inner.properties)
-        self.inner = inner
-        self.opened: list[str] = []
-
-    def new_input(self, location: str) -> InputFile:
-        self.opened.append(location)
-        return self.inner.new_input(location)
-
-    def new_output(self, location: str) -> OutputFile:
-        return self.inner.new_output(location)
-
-    def delete(self, location: str | InputFile | OutputFile) -> None:
-        self.inner.delete(location)
-
-
-def _counted(catalogs: CatalogSet, key: TableKey) -> tuple[Table, CountingIO]:
-    catalog = catalogs.get(key.catalog)
-    loaded = catalog.load_table(key.identifier)
-    io = CountingIO(loaded.io)
-    return Table(loaded.name(), loaded.metadata, loaded.metadata_location, io, catalog), io
-
-
-def test_cache_spares_decoding_unchanged_manifests(spark, catalogs, namespace) -> None:
-    key, qualified = _table(catalogs, "lake", namespace, "cached")
-    spark.sql(f"CREATE TABLE {qualified} (id bigint) USING iceberg")
-    for batch in range(3):
-        spark.sql(f"INSERT INTO {qualified} VALUES ({batch})")
-    manifests = {r[0] for r in spark.sql(f"SELECT path FROM {qualified}.manifests").collect()}
-    table, io = _counted(catalogs, key)
-    manifest_list = table.current_snapshot().manifest_list  # type: ignore[union-attr]
-    cache, now = ManifestCache(), datetime.now(UTC)
-
-    first = read_status(table, key, THRESHOLDS, now, workers=4, cache=cache)
-    assert set(io.opened) == manifests | {manifest_list} and cache.misses == 3
-
-    io.opened.clear()
-    second = read_status(table, key, THRESHOLDS, now, workers=4, cache=cache)
-    assert second == first
-    assert io.opened == [manifest_list] and cache.hits == 3  # no manifest decoded again
-
-    assert read_status(table, key, THRESHOLDS, now, workers=1) == first  # serial, uncached: same numbers
-
-    spark.sql(f"INSERT INTO {qualified} VALUES (3)")
-    table, io = _counted(catalogs, key)
-    third = read_status(table, key, THRESHOLDS, datetime.now(UTC), workers=4, cache=cache)
-    decoded = set(io.opened) - {table.current_snapshot().manifest_list}  # type: ignore[union-attr]
-    assert len(decoded) == 1 and not decoded & manifests  # only the new manifest
-    assert_matches_spark(spark, third, qualified)
-
-
-def test_cache_is_bounded_least_recently_used_first(spark, catalogs, namespace) -> None:
-    key, qualified = _table(catalogs, "lake", namespace, "bounded")
-    spark.sql(f"CREATE TABLE {qualified} (id bigint) USING iceberg")
-    for batch in range(3):
-        spark.sql(f"INSERT INTO {qualified} VALUES ({batch})")
-    table, io = _counted(catalogs, key)
-    cache = ManifestCache(max_entries=2)
-
-    read_status(table, key, THRESHOLDS, datetime.now(UTC), cache=cache)
-    assert len(cache) == 2
-    io.opened.clear()
-    read_status(table, key, THRESHOLDS, datetime.now(UTC), cache=cache)
-    assert len(io.opened) > 1 and len(cache) == 2  # an evicted manifest is decoded again
-    with pytest.raises(ValueError, match="max_entries"):
-        ManifestCache(max_entries=0)

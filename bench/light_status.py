@@ -1,0 +1,101 @@
+"""Benchmark 2: light status and incremental re-status.
+
+A. Light vs full status over a fleet of small real tables (catalog entries registered from copies of
+   one real table), and over one large generated table (light status never opens a manifest, so its
+   cost does not grow with the table).
+B. Re-status of a fleet when 1% of its tables changed (real PyIceberg appends): `StatusTracker` lists
+   every metadata location in one catalog query, skips unchanged tables entirely and, for the changed
+   ones, decodes only the new manifests (`ManifestCache`).
+
+    .venv/bin/python bench/light_status.py [--quick]
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import _tables  # noqa: E402
+from bench._fixtures import Bench, arguments, machine, ratio, table, timed  # noqa: E402
+from icepack_dagster.iceberg.light_status import FleetRefresh, StatusTracker, read_light_status  # noqa: E402
+from icepack_dagster.iceberg.status_reader import read_status  # noqa: E402
+
+
+def per_table(bench: Bench, keys: list, light: bool) -> tuple[float, float]:
+    """(wall, CPU) to load and measure every table, one after the other."""
+    thresholds, now = bench.settings.thresholds, datetime.now(UTC)
+
+    def run() -> None:
+        for key in keys:
+            loaded = bench.catalog.load_table(key.identifier)
+            if light:
+                read_light_status(loaded, key, thresholds, now)
+            else:
+                read_status(loaded, key, thresholds, now, workers=1)
+
+    wall, cpu, _ = timed(run)
+    return wall, cpu
+
+
+def main() -> None:
+    args = arguments(__doc__.splitlines()[0])
+    bench = Bench(args.workdir)
+    fleet_size, sample = (1_000, 300) if args.quick else (10_000, 2_000)
+    big = (22, 10_000, 100) if args.quick else (22, 1_000_000, 1_000)
+    print(f"Light and incremental status benchmark ({'quick' if args.quick else 'full'}); {machine()}")
+    wall, _, keys = timed(lambda: _tables.fleet(bench, fleet_size))
+    print(f"fleet of {fleet_size:,} registered tables ready in {wall:.1f} s (made once per work directory)")
+
+    light_wall, light_cpu = per_table(bench, keys[:sample], light=True)
+    full_wall, full_cpu = per_table(bench, keys[:sample], light=False)
+    big_name = _tables.generated(bench, *big)
+    big_key = [_tables.key(big_name)]
+    big_light = per_table(bench, big_key, light=True)
+    big_full = per_table(bench, big_key, light=False)
+    table(
+        "A. One table after another, catalog load included (one thread)",
+        ["tables", "depth", "wall s", "cpu s", "tables/s (wall)", "full / light"],
+        [
+            [f"{sample:,} small tables", "light", light_wall, light_cpu, sample / light_wall, "1.00x"],
+            [f"{sample:,} small tables", "full", full_wall, full_cpu, sample / full_wall,
+             ratio(full_wall, light_wall)],
+            [f"1 table of {big[1]:,} files / {big[2]} manifests", "light", *big_light, 1 / big_light[0],
+             "1.00x"],
+            [f"1 table of {big[1]:,} files / {big[2]} manifests", "full", *big_full, 1 / big_full[0],
+             ratio(big_full[0], big_light[0])],
+        ],
+    )
+
+    rows = []
+    changed = keys[::100]
+    for depth in ("full", "light"):
+        tracker = StatusTracker(depth=depth)  # type: ignore[arg-type]
+
+        def refresh(t: StatusTracker = tracker) -> FleetRefresh:
+            return t.refresh(bench.catalog, keys, bench.settings.thresholds, datetime.now(UTC))
+
+        cold_wall, cold_cpu, cold = timed(refresh)
+        assert not cold.failures, list(cold.failures.items())[:3]
+        for key in changed:
+            _tables.append_one_row(bench, key)
+        misses = tracker.cache.misses
+        warm_wall, warm_cpu, warm = timed(refresh)
+        assert set(warm.read) == {k.text for k in changed}
+        assert len(warm.unchanged) == fleet_size - len(changed)
+        decoded = tracker.cache.misses - misses
+        rows.append([depth, "first (all read)", cold_wall, cold_cpu, len(cold.read), 0, "-"])
+        rows.append([depth, f"after {len(changed)} changed", warm_wall, warm_cpu, len(warm.read),
+                     len(warm.unchanged), decoded if depth == "full" else "-"])
+    table(
+        f"B. Re-status of {fleet_size:,} tables, {len(changed)} ({len(changed) / fleet_size:.0%}) changed "
+        "by a real append; unchanged tables are skipped entirely (same metadata file)",
+        ["depth", "refresh", "wall s", "cpu s", "tables read", "skipped", "manifests decoded"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,327 @@
+"""Light and incremental status: what can be known about many tables cheaply.
+
+A light status reads the metadata file, the current snapshot's summary and its manifest list, and opens
+no manifest: it costs one small Avro file per table however large the table is. It fills exactly every
+`TableStatus` field those sources determine and leaves the rest `None` (which fields, and when: see
+`LightStatus` and docs/PERFORMANCE.md). The snapshot summary's running totals are used only when they
+agree with the manifest list; a writer that kept no totals, or wrong ones, leaves those fields `None`.
+
+`StatusTracker` re-statuses a fleet: one query lists every table's current metadata location (SQL
+catalogs), a table whose location has not changed is not read at all (only its snapshot ages move with
+`now`), and a changed one is read again, decoding only manifests its `ManifestCache` has not seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import IcepackError, MetadataReadError, TableNotFoundError
+from icepack_dagster.iceberg.manifest_reader import (
+    MANIFEST_CONTENT_DELETES,
+    ManifestCache,
+    read_manifest_list,
+)
+from icepack_dagster.iceberg.status_reader import _READ_ERRORS, file_size_limits, read_status
+
+StatusDepth = Literal["full", "light"]
+
+
+class LightStatus(BaseModel):
+    """A status from metadata file, snapshot summary and manifest list. Field names are `TableStatus`'s;
+    `None` means "not determined at this depth". Never filled: small files, size histogram, partition
+    count (they need every manifest entry)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    depth: Literal["light"] = "light"
+    table: str
+    collected_at: datetime
+    metadata_location: str = Field(description="The metadata file this status was read from")
+    location: str
+    format_version: int = Field(ge=1, le=3)
+    snapshot_id: int | None
+    # manifest list: exact whenever the list carries file and row counts (always in v2 and v3)
+    live_data_files: int | None = Field(ge=0)
+    live_delete_files: int | None = Field(ge=0)
+    total_records: int | None = Field(ge=0)
+    delete_records: int | None = Field(ge=0, description="Position + equality delete records")
+    manifest_count: int = Field(ge=0)
+    data_manifest_count: int = Field(ge=0)
+    delete_manifest_count: int = Field(ge=0)
+    manifest_bytes: int = Field(ge=0)
+    # snapshot summary totals, used only when they agree with the manifest list
+    live_position_delete_files: int | None = Field(ge=0, description="When all deletes are of one kind")
+    live_equality_delete_files: int | None = Field(ge=0, description="When all deletes are of one kind")
+    position_delete_records: int | None = Field(ge=0)
+    equality_delete_records: int | None = Field(ge=0)
+    live_data_bytes: int | None = Field(ge=0, description="When the table has no delete files")
+    live_delete_bytes: int | None = Field(ge=0, description="When the table has no delete files")
+    live_file_bytes: int | None = Field(ge=0, description="Data + delete file bytes")
+    # metadata file: exact, as in a full status
+    target_file_size_bytes: int = Field(gt=0)
+    small_file_threshold_bytes: int = Field(gt=0)
+    partition_spec_count: int = Field(ge=1)
+    snapshot_count: int = Field(ge=0)
+    oldest_snapshot_age_seconds: float | None = Field(ge=0)
+    newest_snapshot_age_seconds: float | None = Field(ge=0)
+    metadata_log_entries: int = Field(ge=0)
+    branch_count: int = Field(ge=0)
+    tag_count: int = Field(ge=0)
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
+def snapshot_span(metadata: TableMetadata) -> tuple[int, int] | None:
+    """Timestamps (ms) of the oldest and newest retained snapshot; None with no snapshot."""
+    stamps = [s.timestamp_ms for s in metadata.snapshots]
+    return (min(stamps), max(stamps)) if stamps else None
+
+
+def snapshot_ages(span: tuple[int, int] | None, now: datetime) -> tuple[float | None, float | None]:
+    """Ages in seconds at `now` of the oldest and newest snapshot of `span` (never negative)."""
+    if span is None:
+        return None, None
+    now_ms = now.timestamp() * 1000
+    return max(0.0, (now_ms - span[0]) / 1000), max(0.0, (now_ms - span[1]) / 1000)
+
+
+_SUMMARY_FACTS = (
+    "position_delete_records",
+    "equality_delete_records",
+    "live_position_delete_files",
+    "live_equality_delete_files",
+    "live_data_bytes",
+    "live_delete_bytes",
+    "live_file_bytes",
+)
+
+
+def _total(values: Iterable[int | None]) -> int | None:
+    values = list(values)
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def _summary_totals(summary: Mapping[str, str], counted: Mapping[str, int | None]) -> dict[str, int] | None:
+    """The summary's running totals when present, whole numbers, and equal to what the list counted."""
+    names = ("total-data-files", "total-delete-files", "total-records", "total-files-size",
+             "total-position-deletes", "total-equality-deletes")
+    try:
+        totals = {name: int(summary[name]) for name in names}
+    except (KeyError, ValueError):
+        return None
+    agrees = (
+        totals["total-data-files"] == counted["data_files"]
+        and totals["total-delete-files"] == counted["delete_files"]
+        and totals["total-records"] == counted["records"]
+        and totals["total-position-deletes"] + totals["total-equality-deletes"] == counted["delete_records"]
+    )
+    return totals if agrees else None
+
+
+def read_light_status(
+    table: Table, key: TableKey, thresholds: HealthThresholds, now: datetime
+) -> LightStatus:
+    """Measure one loaded table from its metadata, snapshot summary and manifest list only."""
+    name = key.text
+    if now.tzinfo is None:
+        raise ValueError(f"table {name}: 'now' must be timezone-aware (snapshot times are UTC), got {now!r}")
+    metadata = table.metadata
+    target, small = file_size_limits(name, metadata.properties, thresholds)
+    snapshot = table.current_snapshot()
+    refs = []
+    if snapshot is not None:
+        try:
+            refs = read_manifest_list(table.io, snapshot.manifest_list)
+        except _READ_ERRORS as error:
+            raise MetadataReadError(
+                f"table {name}: manifest list {snapshot.manifest_list} of snapshot {snapshot.snapshot_id} "
+                f"could not be read ({type(error).__name__}: {error})"
+            ) from error
+    data = [ref for ref in refs if ref.content != MANIFEST_CONTENT_DELETES]
+    deletes = [ref for ref in refs if ref.content == MANIFEST_CONTENT_DELETES]
+    counted = {
+        "data_files": _total(ref.live_files for ref in data),
+        "delete_files": _total(ref.live_files for ref in deletes),
+        "records": _total(ref.live_rows for ref in data),
+        "delete_records": _total(ref.live_rows for ref in deletes),
+    }
+    summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
+    totals = _summary_totals(summary, counted) if snapshot is not None else None
+    facts: dict[str, Any] = dict.fromkeys(_SUMMARY_FACTS)  # not determined
+    if snapshot is None:
+        facts = dict.fromkeys(_SUMMARY_FACTS, 0)
+    elif totals is not None:
+        position, equality = totals["total-position-deletes"], totals["total-equality-deletes"]
+        delete_files = totals["total-delete-files"]
+        facts = {
+            "position_delete_records": position,
+            "equality_delete_records": equality,
+            "live_position_delete_files": delete_files if not equality else (0 if not position else None),
+            "live_equality_delete_files": delete_files if not position else (0 if not equality else None),
+            "live_file_bytes": totals["total-files-size"],
+            "live_data_bytes": totals["total-files-size"] if not delete_files else None,
+            "live_delete_bytes": 0 if not delete_files else None,
+        }
+    oldest, newest = snapshot_ages(snapshot_span(metadata), now)
+    return LightStatus(
+        table=name,
+        collected_at=now,
+        metadata_location=table.metadata_location,
+        location=metadata.location,
+        format_version=metadata.format_version,
+        snapshot_id=snapshot.snapshot_id if snapshot is not None else None,
+        live_data_files=counted["data_files"],
+        live_delete_files=counted["delete_files"],
+        total_records=counted["records"],
+        delete_records=counted["delete_records"],
+        manifest_count=len(refs),
+        data_manifest_count=len(data),
+        delete_manifest_count=len(deletes),
+        manifest_bytes=sum(ref.length for ref in refs),
+        target_file_size_bytes=target,
+        small_file_threshold_bytes=small,
+        partition_spec_count=len(metadata.partition_specs),
+        snapshot_count=len(metadata.snapshots),
+        metadata_log_entries=len(metadata.metadata_log),
+        branch_count=sum(
+            1 for ref_name, ref in metadata.refs.items()
+            if ref.snapshot_ref_type == SnapshotRefType.BRANCH and ref_name != MAIN_BRANCH
+        ),
+        tag_count=sum(1 for ref in metadata.refs.values() if ref.snapshot_ref_type == SnapshotRefType.TAG),
+        properties=dict(metadata.properties),
+        oldest_snapshot_age_seconds=oldest,
+        newest_snapshot_age_seconds=newest,
+        **facts,
+    )
+
+
+def metadata_locations(catalog: Catalog) -> dict[tuple[str, ...], str] | None:
+    """Every table's current metadata file in one query (identifier -> location) for a SQL catalog;
+    None for other catalog kinds, whose tables must be loaded one by one to learn it."""
+    if not isinstance(catalog, SqlCatalog):
+        return None
+    query = select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location)
+    with Session(catalog.engine) as session:
+        rows = session.execute(query.where(IcebergTables.catalog_name == catalog.name)).all()
+    return {(*Catalog.identifier_to_tuple(ns), name): loc for ns, name, loc in rows if loc is not None}
+
+
+def load_table(catalog: Catalog, key: TableKey) -> Table:
+    """The table from its catalog; failures name the table and say what went wrong."""
+    try:
+        return catalog.load_table(key.identifier)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        raise TableNotFoundError(
+            f"table {key.text} does not exist in catalog {key.catalog!r} (dropped or renamed?)"
+        ) from None
+    except Exception as error:  # catalogs raise driver- and storage-specific errors; translate them all
+        raise MetadataReadError(
+            f"table {key.text}: its metadata could not be loaded ({type(error).__name__}: {error})"
+        ) from error
+
+
+class FleetRefresh(BaseModel):
+    """One refresh of many tables: a status per table that could be measured, and why others could not."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    statuses: dict[str, TableStatus | LightStatus] = Field(description="Table key text -> status")
+    read: tuple[str, ...] = Field(description="Tables read: new, or their metadata file changed")
+    unchanged: tuple[str, ...] = Field(description="Tables not read at all: same metadata file as before")
+    failures: dict[str, str] = Field(default_factory=dict, description="Table key text -> error")
+
+
+class _Known(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    metadata_location: str
+    status: TableStatus | LightStatus
+    snapshot_span: tuple[int, int] | None  # oldest and newest snapshot (ms), for ages at a later `now`
+
+
+class StatusTracker:
+    """Statuses of many tables of one catalog, kept between refreshes (one tracker per catalog and
+    process; not shared between threads). `depth` "full" reads changed tables with `read_status` and
+    the tracker's `ManifestCache`; "light" with `read_light_status`."""
+
+    def __init__(
+        self, depth: StatusDepth = "full", cache: ManifestCache | None = None, workers: int = 8
+    ) -> None:
+        if depth not in ("full", "light"):
+            raise ValueError(f"StatusTracker depth must be 'full' or 'light', got {depth!r}")
+        self.depth = depth
+        self.cache = cache or ManifestCache()
+        self.workers = workers
+        self._known: dict[TableKey, _Known] = {}
+
+    def refresh(
+        self, catalog: Catalog, keys: Iterable[TableKey], thresholds: HealthThresholds, now: datetime
+    ) -> FleetRefresh:
+        """A status for each of `keys` at `now`, reading only tables whose metadata file changed."""
+        if now.tzinfo is None:
+            raise ValueError(f"StatusTracker.refresh: 'now' must be timezone-aware, got {now!r}")
+        locations = metadata_locations(catalog)
+        statuses: dict[str, TableStatus | LightStatus] = {}
+        read: list[str] = []
+        unchanged: list[str] = []
+        failures: dict[str, str] = {}
+        for key in keys:
+            known = self._known.get(key)
+            location = locations.get(key.identifier) if locations is not None else None
+            try:
+                if locations is not None and location is None:
+                    raise TableNotFoundError(f"table {key.text} does not exist in catalog {key.catalog!r}")
+                if known is not None and location == known.metadata_location:
+                    statuses[key.text] = _aged(known, now)
+                    unchanged.append(key.text)
+                    continue
+                table = load_table(catalog, key)
+                if known is not None and table.metadata_location == known.metadata_location:
+                    statuses[key.text] = _aged(known, now)  # a catalog without a location listing
+                    unchanged.append(key.text)
+                    continue
+                statuses[key.text] = self._read(table, key, thresholds, now, location)
+                read.append(key.text)
+            except IcepackError as error:
+                self._known.pop(key, None)
+                failures[key.text] = str(error)
+        return FleetRefresh(
+            statuses=statuses, read=tuple(read), unchanged=tuple(unchanged), failures=failures
+        )
+
+    def _read(
+        self, table: Table, key: TableKey, thresholds: HealthThresholds, now: datetime, listed: str | None
+    ) -> TableStatus | LightStatus:
+        if self.depth == "light":
+            status: TableStatus | LightStatus = read_light_status(table, key, thresholds, now)
+        else:
+            status = read_status(table, key, thresholds, now, self.workers, self.cache)
+        # The listed location, when older than the loaded one, makes the next refresh read again: safe.
+        self._known[key] = _Known(
+            metadata_location=listed or table.metadata_location,
+            status=status,
+            snapshot_span=snapshot_span(table.metadata),
+        )
+        return status
+
+
+def _aged(known: _Known, now: datetime) -> TableStatus | LightStatus:
+    """The kept status with `collected_at` and snapshot ages moved to `now`; nothing else can change
+    while the metadata file is the same."""
+    oldest, newest = snapshot_ages(known.snapshot_span, now)
+    ages = {"oldest_snapshot_age_seconds": oldest, "newest_snapshot_age_seconds": newest}
+    return known.status.model_copy(update={"collected_at": now, **ages})
