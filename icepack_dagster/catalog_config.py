@@ -52,6 +52,8 @@ def pyiceberg_properties(name: str, catalog: CatalogSettings, settings: IcepackS
                 "uri": f"postgresql+psycopg2://{auth}@{catalog.host}:{catalog.port}/{catalog.database}"
                 "?connect_timeout=10",
                 "warehouse": _warehouse_uri(catalog.warehouse),
+                # a pooled connection that died with a PostgreSQL restart is replaced, not used
+                "pool_pre_ping": "true",
             }
         case RestCatalogSettings():
             props = {"type": "rest", "uri": catalog.uri, "warehouse": catalog.warehouse}

@@ -1,5 +1,9 @@
 """Jobs: what one run does. Health sync covers a batch of tables (a partition range); maintenance one
-table; fleet refresh the summary; release_quarantine lets automatic maintenance resume for a table."""
+table; fleet refresh the summary; release_quarantine lets automatic maintenance resume for a table.
+
+Every run of the maintenance job carries its table's run tags, whoever launched it (sensor, launchpad,
+backfill), so the run coordinator's one-per-table limit holds for all of them, not only the sensor's.
+"""
 
 import dagster as dg
 from pydantic import Field
@@ -9,8 +13,10 @@ from icepack_dagster.defs.assets.maintained_table import maintained_table
 from icepack_dagster.defs.assets.maintenance_recommendation import maintenance_recommendation
 from icepack_dagster.defs.assets.table_health import table_health
 from icepack_dagster.defs.assets.table_status import table_status
+from icepack_dagster.defs.maintenance_exclusivity import MAINTENANCE_JOB_NAME
+from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, observation_tags
+from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, maintenance_tags, observation_tags
 
 health_sync_job = dg.define_asset_job(
     "health_sync",
@@ -20,9 +26,14 @@ health_sync_job = dg.define_asset_job(
 )
 
 maintenance_job = dg.define_asset_job(
-    "maintenance",
+    MAINTENANCE_JOB_NAME,
     selection=[maintenance_recommendation, maintained_table],
     tags={KIND_TAG: MAINTENANCE},
+    config=dg.PartitionedConfig(
+        partitions_def=ICEBERG_TABLES,
+        run_config_for_partition_key_fn=lambda _partition: {},
+        tags_for_partition_key_fn=maintenance_tags,
+    ),
     description="Recommend and run maintenance for one table (one partition per run).",
 )
 

@@ -18,10 +18,13 @@ class _Cursor(BaseModel):
 
 
 class DiscoveryCursor(_Cursor):
-    """How many times the partition set changed: names the first health-sync runs of new tables."""
+    """How many times the partition set changed (names the first health-sync runs of new tables), and
+    the newest partition whose first sync was requested: partitions after it in Dagster's order were
+    added by a tick whose cursor was never saved (the daemon died in between) or by hand."""
 
     version: Literal[1] = 1
     generation: int = Field(default=0, ge=0)
+    last_partition: str | None = Field(default=None, description="None: unknown, every partition is owed one")
 
 
 class PendingTable(_Cursor):

@@ -5,11 +5,16 @@ import dagster as dg
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
 from icepack_dagster.defs.assets.maintenance_recommendation import maintenance_recommendation
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
+from icepack_dagster.defs.maintenance_exclusivity import refuse_concurrent_maintenance
 from icepack_dagster.defs.metadata import decode_recommendation, maintenance_metadata, state_rank
 from icepack_dagster.defs.partitions import ICEBERG_TABLES, table_key
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation_model import Recommendation
+from icepack_dagster.engine import TABLE_GONE
+from icepack_dagster.exceptions import TableNotFoundError
 
 HEALTH_AFTER_CHECK = "healthy_after_maintenance"
 
@@ -43,15 +48,20 @@ def maintained_table(
     snapshots expired, orphans removed, duration, the exact SQL.
 
     Grain: one materialization per maintenance run of the table (one table per run; the run tag
-    `icepack/table` keeps two maintenances of a table from overlapping). A failed action fails the run,
+    `icepack/table` keeps two maintenances of a table from overlapping; a run that bypassed the queue
+    refuses while another run maintains the table). A failed action fails the run,
     is recorded in history, and after `quarantine_after_failures` failures in a row the table is
     quarantined.
     """
     key = table_key(context.partition_key)
+    refuse_concurrent_maintenance(context, context.partition_key)
     engine = icepack.maintenance_engine(spark, context.run.tags, key.text)
     recommendation = _this_runs_recommendation(context)
     report = engine.maintain(key, recommendation=recommendation, on_progress=context.log.info)
-    status_after = engine.status(key)
+    try:
+        status_after = engine.status(key)
+    except TableNotFoundError as error:
+        return _table_gone(context, report, engine.history(key), f"{TABLE_GONE}: {error}")
     health_after = engine.health(status_after)
     history = engine.history(key, engine.policy(key, status_after.properties).policy)
     metadata = maintenance_metadata(report, history)
@@ -74,5 +84,22 @@ def maintained_table(
         metadata={"state": dg.MetadataValue.text(health_after.state.value)},
         description=None if healthy else f"still {health_after.state.value}: "
         + "; ".join(issue.message for issue in health_after.issues),
+    )
+    return dg.MaterializeResult(metadata=metadata, check_results=[check])
+
+
+def _table_gone(
+    context: dg.AssetExecutionContext, report: MaintenanceReport, history: TableHistory, reason: str
+) -> dg.MaterializeResult:
+    """The table was dropped after it was recommended: the run ends cleanly, says so, and ran nothing;
+    discovery removes the partition on its next tick."""
+    context.log.warning(f"{context.partition_key}: {reason}")
+    metadata = maintenance_metadata(report, history) | {"table_gone": dg.MetadataValue.text(reason)}
+    check = dg.AssetCheckResult(
+        check_name=HEALTH_AFTER_CHECK,
+        passed=False,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"state": dg.MetadataValue.text("table_gone")},
+        description=reason,
     )
     return dg.MaterializeResult(metadata=metadata, check_results=[check])

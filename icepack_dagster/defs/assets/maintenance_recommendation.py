@@ -6,8 +6,12 @@ from icepack_dagster.defs.assets.table_health import table_health
 from icepack_dagster.defs.metadata import recommendation_metadata, state_rank
 from icepack_dagster.defs.partitions import ICEBERG_TABLES, table_key
 from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.domain.actions import ACTION_ORDER
+from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.policy import explain_policy, in_window
-from icepack_dagster.engine import utc_now
+from icepack_dagster.domain.recommendation_model import Recommendation, SkippedAction
+from icepack_dagster.engine import TABLE_GONE, utc_now
+from icepack_dagster.exceptions import TableNotFoundError
 
 
 @dg.asset(
@@ -29,7 +33,10 @@ def maintenance_recommendation(
     engine = icepack.engine
     key = table_key(context.partition_key)
     now = utc_now()
-    status = engine.status(key, now)
+    try:
+        status = engine.status(key, now)
+    except TableNotFoundError as error:
+        return _table_gone(context, key.text, engine.history(key), f"{TABLE_GONE}: {error}")
     health = engine.health(status)
     effective = engine.policy(key, status.properties)
     history = engine.history(key, effective.policy)
@@ -56,3 +63,17 @@ def maintenance_recommendation(
         + (" (quarantined)" if history.quarantined else "")
     )
     return dg.MaterializeResult(metadata=metadata)
+
+
+def _table_gone(
+    context: dg.AssetExecutionContext, table: str, history: TableHistory, reason: str
+) -> dg.MaterializeResult:
+    """The table was dropped since its last health sync: recommend nothing, say why, end cleanly."""
+    context.log.warning(f"{table}: {reason}")
+    recommendation = Recommendation(
+        table=table, skipped=tuple(SkippedAction(action=a, reason=reason) for a in ACTION_ORDER)
+    )
+    return dg.MaterializeResult(
+        metadata=recommendation_metadata(recommendation, history)
+        | {"table_gone": dg.MetadataValue.text(reason)}
+    )

@@ -1,0 +1,49 @@
+"""Contract (issue 5, scenario 14 on the platform): a table dropped between its recommendation and its
+maintenance run ends the run cleanly, says the table no longer exists, runs nothing and records no
+failure (so it never counts towards quarantine); the other tables are untouched."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from icepack_dagster.defs.tags import maintenance_tags
+from icepack_dagster.engine import TABLE_GONE, Engine
+from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.settings import IcepackSettings
+from tests.defs.dagster_testkit import (
+    apply_partition_requests,
+    evaluate_sensor,
+    run_health_sync,
+    small_file_table,
+)
+from tests.tables_testkit import table_fingerprint
+
+
+def test_dropped_table_ends_the_maintenance_run_cleanly(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+    scoped_settings: IcepackSettings,
+    spark,  # type: ignore[no-untyped-def]
+) -> None:
+    lake = catalogs.get("lake")
+    small_file_table(lake, f"{namespace}.doomed", appends=10)
+    small_file_table(lake, f"{namespace}.bystander", appends=10)
+    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
+    partitions = list(instance.get_dynamic_partitions("iceberg_tables"))
+    assert run_health_sync(defs, instance, partitions).success
+    bystander = table_fingerprint(spark, f"lake.{namespace}.bystander")
+
+    doomed = f"lake.{namespace}.doomed"
+    lake.drop_table((namespace, "doomed"))
+    result = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=instance, partition_key=doomed, tags=maintenance_tags(doomed), raise_on_error=False
+    )
+
+    assert result.success
+    (materialization,) = result.asset_materializations_for_node("maintained_table")
+    assert TABLE_GONE in str(materialization.metadata["table_gone"].value)
+    history = Engine(scoped_settings).history_store.history(doomed, quarantine_after_failures=3)
+    assert history.consecutive_failures == 0 and history.last_run_at is None
+    assert table_fingerprint(spark, f"lake.{namespace}.bystander") == bystander

@@ -1,0 +1,168 @@
+"""Helpers for the platform safety suite: the production instance configuration pointed at a test
+database, a real `dagster-daemon` process that a test can kill -9 and restart, a code location file
+for it built from the real definitions, and polling with a deadline (no sleeps to wait)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import dagster as dg
+import yaml
+
+from icepack_dagster.settings import IcepackSettings
+from tests.conftest import PG_HOST, PG_PORT, PG_USER
+
+REPO = Path(__file__).resolve().parents[2]
+PROD_YAML = REPO / "deploy" / "dagster" / "dagster.prod.yaml"
+DAEMON = str(Path(sys.executable).with_name("dagster-daemon"))
+DAGSTER = str(Path(sys.executable).with_name("dagster"))
+
+T = TypeVar("T")
+
+
+def prod_instance_config() -> dict[str, Any]:
+    return yaml.safe_load(PROD_YAML.read_text())
+
+
+def pg_env(database: str, host: str = PG_HOST, port: int = PG_PORT, password: str = "") -> dict[str, str]:
+    """The DAGSTER_PG_* variables the production YAML reads."""
+    return {
+        "DAGSTER_PG_HOST": host,
+        "DAGSTER_PG_PORT": str(port),
+        "DAGSTER_PG_USER": PG_USER,
+        "DAGSTER_PG_PASSWORD": password,
+        "DAGSTER_PG_DB": database,
+    }
+
+
+def wait_until(check: Callable[[], T | None], what: str, timeout: float = 180, every: float = 0.5) -> T:
+    """Poll `check` until it returns something truthy, or fail saying what never happened."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def code_location_settings(settings: IcepackSettings) -> dict[str, Any]:
+    """`load_settings` arguments that rebuild the test's embedded-catalog settings in another process
+    (no secrets: the daemon's code location only needs the embedded catalog)."""
+    return {
+        "home": str(settings.home),
+        "catalogs": {"lake": {"kind": "embedded"}},
+        "include": list(settings.include),
+        "spark": {"master": "local[1]", "driver_memory": "1g"},
+    }
+
+
+def write_code_location(directory: Path, name: str, source: str, settings: dict[str, Any]) -> Path:
+    """A python file defining `defs` (with `SETTINGS` available to it) and a workspace.yaml loading it."""
+    header = (
+        "import json\n\nfrom icepack_dagster.settings import load_settings\n\n"
+        f"SETTINGS = load_settings(**json.loads({json.dumps(settings)!r}))\n"
+    )
+    (directory / f"{name}.py").write_text(header + source)
+    workspace = directory / "workspace.yaml"
+    location = {"python_file": {"relative_path": f"{name}.py", "working_directory": str(REPO)}}
+    workspace.write_text(yaml.safe_dump({"load_from": [location]}))
+    return workspace
+
+
+def write_dagster_home(directory: Path, max_concurrent_runs: int | None = None) -> Path:
+    """DAGSTER_HOME holding the production YAML with a one-second dequeue interval; with
+    `max_concurrent_runs=0` the queue keeps every submitted run queued (nothing executes)."""
+    config = prod_instance_config()
+    config["run_coordinator"]["config"]["dequeue_interval_seconds"] = 1
+    if max_concurrent_runs is not None:
+        config["concurrency"]["runs"]["max_concurrent_runs"] = max_concurrent_runs
+    home = directory / "dagster_home"
+    home.mkdir(exist_ok=True)
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config))
+    return home
+
+
+class Daemon:
+    """A real `dagster-daemon run` in its own process group: started, killed with SIGKILL (no
+    clean-up of any kind, as a node failure would), restarted, and stopped at the end."""
+
+    def __init__(self, home: Path, workspace: Path, env: dict[str, str], log: Path) -> None:
+        self.home, self.workspace, self.log = home, workspace, log
+        self.env = {**os.environ, **env, "DAGSTER_HOME": str(home)}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        assert self.process is None, "daemon already running"
+        with self.log.open("a") as out:
+            out.write(f"\n===== start {self.starts + 1} =====\n")
+            out.flush()
+            self.process = subprocess.Popen(
+                [DAEMON, "run", "-w", str(self.workspace)],
+                cwd=self.workspace.parent,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.starts += 1
+
+    def kill(self) -> None:
+        """SIGKILL the daemon and everything it started (its code server)."""
+        if self.process is None:
+            return
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self.process = None
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+        self.process = None
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log.read_text()[-chars:] if self.log.exists() else "(no daemon log)"
+
+    def dagster_cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The `dagster` CLI against the same instance and workspace, as an operator would run it."""
+        done = subprocess.run(
+            [DAGSTER, *args, "-w", str(self.workspace)],
+            cwd=self.workspace.parent,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, f"dagster {' '.join(args)}: {done.stdout}\n{done.stderr}"
+        return done
+
+
+def runs_of(instance: dg.DagsterInstance, job_name: str) -> list[dg.RunRecord]:
+    return list(instance.get_run_records(filters=dg.RunsFilter(job_name=job_name)))
+
+
+ONLY_COMPACTION = {
+    f"icepack.action.{action}.enabled": "false"
+    for action in (
+        "rewrite_position_delete_files",
+        "rewrite_manifests",
+        "expire_snapshots",
+        "remove_orphan_files",
+    )
+}
+"""Table properties leaving compaction as the only action, so a maintenance run stays short."""

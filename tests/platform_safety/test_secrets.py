@@ -1,0 +1,139 @@
+"""Scenario 17, platform part: secrets never leave the settings object.
+
+The platform is configured with a PostgreSQL-backed catalog with a password, an Apache Polaris-style
+REST catalog with an OAuth2 client secret (unreachable, so its errors are exercised) and a maintenance
+history database URL with a password. Discovery, health sync (one table measured, one failing on the
+unreachable catalog) and a maintenance run that really fails on Spark all run on a real instance with
+PostgreSQL storage. Then every run record (tags, config), every event of every run (messages,
+metadata, errors), every sensor result, the compute logs Dagster captured, a dump of Dagster's whole
+database, and the Python log records are searched for each secret: none may appear.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from pydantic import SecretStr
+
+from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.metadata import OUTCOME
+from icepack_dagster.defs.partitions import PARTITIONS_NAME
+from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.settings import IcepackSettings, PostgresCatalogSettings, RestCatalogSettings
+from tests.conftest import PG_HOST, PG_PORT, PG_USER
+from tests.defs.dagster_testkit import (
+    apply_partition_requests,
+    evaluate_sensor,
+    execute_run_request,
+    latest_health,
+    run_health_sync,
+    small_file_table,
+)
+from tests.platform_safety.platform_testkit import ONLY_COMPACTION
+from tests.tables_testkit import table_fingerprint
+
+pytestmark = [pytest.mark.postgres, pytest.mark.spark]
+
+CATALOG_PASSWORD = "pg-Catalog-Pa55word-7f3a"
+CLIENT_SECRET = "polaris-Client-S3cret-91bd"
+STATE_PASSWORD = "state-Db-Pa55word-c04e"
+SECRETS = (CATALOG_PASSWORD, CLIENT_SECRET, STATE_PASSWORD)
+
+
+def _secret_settings(settings: IcepackSettings, namespace: str, database: str) -> IcepackSettings:
+    pg = settings.catalogs["pg"]
+    assert isinstance(pg, PostgresCatalogSettings)
+    return settings.model_copy(
+        update={
+            "catalogs": {
+                "pg": pg.model_copy(update={"password": SecretStr(CATALOG_PASSWORD)}),
+                "polaris": RestCatalogSettings(
+                    uri="http://127.0.0.1:9/api/catalog",
+                    warehouse="lakehouse",
+                    client_id="icepack-client",
+                    client_secret=SecretStr(CLIENT_SECRET),
+                    oauth2_server_uri="http://127.0.0.1:9/api/catalog/v1/oauth/tokens",
+                ),
+            },
+            "include": [f"pg.{namespace}.*", "polaris.*"],
+            "state_url": f"postgresql+psycopg2://{PG_USER}:{STATE_PASSWORD}@{PG_HOST}:{PG_PORT}/{database}",
+        }
+    )
+
+
+def _leaks(text: str) -> list[str]:
+    return [secret for secret in SECRETS if secret in text]
+
+
+def test_no_secret_in_runs_events_logs_or_storage(
+    spark,  # type: ignore[no-untyped-def]
+    settings: IcepackSettings,
+    catalogs: CatalogSet,
+    namespace: str,
+    pg_instance: dg.DagsterInstance,
+    dagster_database: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for logger in ("icepack_dagster", "dagster", "pyiceberg"):
+        caplog.set_level(logging.DEBUG, logger=logger)
+    secret = _secret_settings(settings, namespace, dagster_database)
+    pg = catalogs.get("pg")
+    pg.create_namespace_if_not_exists(namespace)
+    properties = {**ONLY_COMPACTION, "icepack.spark.sql.shuffle.partitions": "lots"}
+    small_file_table(pg, f"{namespace}.leaky", appends=10, properties=properties)
+    table = f"pg.{namespace}.leaky"
+    before = table_fingerprint(spark, table)
+    instance = pg_instance
+    defs = build_definitions(secret, PlatformSettings())
+    reachable = build_definitions(  # the same secrets, without the unreachable catalog
+        secret.model_copy(update={"catalogs": {"pg": secret.catalogs["pg"]}}), PlatformSettings()
+    )
+    said: list[object] = []
+
+    incomplete = evaluate_sensor(defs, "iceberg_table_discovery", instance)
+    assert isinstance(incomplete, dg.SkipReason) and "polaris" in incomplete.skip_message
+    discovered = evaluate_sensor(reachable, "iceberg_table_discovery", instance)
+    apply_partition_requests(instance, discovered)
+    instance.add_dynamic_partitions(PARTITIONS_NAME, ["polaris.sales.orders"])
+    assert execute_run_request(defs, instance, discovered.run_requests[0], "health_sync").success
+    assert run_health_sync(defs, instance, ["polaris.sales.orders"]).success
+    assert latest_health(instance, "polaris.sales.orders").state == "unknown"
+    decided = evaluate_sensor(defs, "maintenance_sensor", instance)
+    (request,) = decided.run_requests
+    failed = execute_run_request(defs, instance, request, "maintenance")
+    assert not failed.success
+    (report,) = [e for e in failed.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert report.step_failure_data.user_failure_data.metadata[OUTCOME].value == "failed"
+    assert table_fingerprint(spark, table) == before
+    said += [incomplete, discovered, decided]
+
+    corpus: dict[str, str] = {f"sensor result {i}": repr(r) for i, r in enumerate(said)}
+    for record in instance.get_run_records():
+        run = record.dagster_run
+        corpus[f"run {run.run_id}"] = dg.serialize_value(run)
+        corpus[f"events of {run.run_id}"] = "\n".join(
+            dg.serialize_value(entry) for entry in instance.all_logs(run.run_id)
+        )
+    for path in Path(instance.root_directory).rglob("*"):
+        if path.is_file():
+            corpus[str(path)] = path.read_bytes().decode("utf-8", "replace")
+    dump = subprocess.run(
+        ["pg_dump", "-h", PG_HOST, "-p", str(PG_PORT), "-U", PG_USER, "--no-owner", dagster_database],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    corpus["pg_dump of Dagster's database"] = dump.stdout
+    corpus["python log records"] = "\n".join(r.getMessage() for r in caplog.records)
+
+    everything = "\n".join(corpus.values())
+    assert len(corpus) > 10 and "Spark SQL override" in everything and "polaris" in everything
+    assert "compute_logs" in " ".join(corpus), "no compute log was captured: nothing to search"
+    leaked = {where: _leaks(text) for where, text in corpus.items() if _leaks(text)}
+    assert not leaked, f"secrets leaked into: {leaked}"
