@@ -31,11 +31,11 @@ from icepack_dagster.exceptions import (
     MetadataReadError,
     TableNotFoundError,
 )
-from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables
 from icepack_dagster.iceberg.manifest_reader import ManifestCache
 from icepack_dagster.iceberg.status_reader import collect_status
-from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files, open_table
+from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
 from icepack_dagster.policy_file import load_policy_rules
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.state.history_store import HistoryStore
@@ -146,7 +146,7 @@ class Engine:
         """Files under the table's location that no metadata references, split by the table's orphan
         age: what interrupted writes or maintenance left, until orphan removal may collect it."""
         now = now or utc_now()
-        table = open_table(self.catalogs.get(key.catalog), key)
+        table = load_table(self.catalogs.get(key.catalog), key)
         hours = self.policy(key, dict(table.properties)).policy.orphan_older_than_hours
         return find_unreferenced_files(table, key, hours, now)
 

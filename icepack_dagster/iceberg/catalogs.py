@@ -6,9 +6,17 @@ import sqlite3
 from functools import lru_cache
 
 from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.table import Table
 
 from icepack_dagster.catalog_config import embedded_paths, pyiceberg_properties
-from icepack_dagster.exceptions import CatalogUnavailableError, ConfigurationError
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import (
+    CatalogUnavailableError,
+    ConfigurationError,
+    MetadataReadError,
+    TableNotFoundError,
+)
 from icepack_dagster.settings import EmbeddedCatalogSettings, IcepackSettings
 
 
@@ -70,3 +78,18 @@ def _without_secrets(message: str, settings: IcepackSettings) -> str:
             if secret is not None and secret.get_secret_value():
                 message = message.replace(secret.get_secret_value(), "**********")
     return message
+
+
+def load_table(catalog: Catalog, key: TableKey) -> Table:
+    """The PyIceberg table; a missing one is `TableNotFoundError`, any other failure
+    `MetadataReadError`, both naming the table."""
+    try:
+        return catalog.load_table(key.identifier)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        raise TableNotFoundError(
+            f"table {key.text} does not exist in catalog {key.catalog!r} (dropped or renamed?)"
+        ) from None
+    except Exception as error:  # catalogs raise driver- and storage-specific errors; translate them all
+        raise MetadataReadError(
+            f"table {key.text}: its metadata could not be loaded ({type(error).__name__}: {error})"
+        ) from error

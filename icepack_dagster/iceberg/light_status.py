@@ -20,7 +20,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
@@ -31,6 +30,7 @@ from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import IcepackError, MetadataReadError, TableNotFoundError
+from icepack_dagster.iceberg.catalogs import load_table
 from icepack_dagster.iceberg.manifest_reader import (
     MANIFEST_CONTENT_DELETES,
     ManifestCache,
@@ -218,20 +218,6 @@ def metadata_locations(catalog: Catalog) -> dict[tuple[str, ...], str] | None:
     with Session(catalog.engine) as session:
         rows = session.execute(query.where(IcebergTables.catalog_name == catalog.name)).all()
     return {(*Catalog.identifier_to_tuple(ns), name): loc for ns, name, loc in rows if loc is not None}
-
-
-def load_table(catalog: Catalog, key: TableKey) -> Table:
-    """The table from its catalog; failures name the table and say what went wrong."""
-    try:
-        return catalog.load_table(key.identifier)
-    except (NoSuchTableError, NoSuchNamespaceError):
-        raise TableNotFoundError(
-            f"table {key.text} does not exist in catalog {key.catalog!r} (dropped or renamed?)"
-        ) from None
-    except Exception as error:  # catalogs raise driver- and storage-specific errors; translate them all
-        raise MetadataReadError(
-            f"table {key.text}: its metadata could not be loaded ({type(error).__name__}: {error})"
-        ) from error
 
 
 class FleetRefresh(BaseModel):

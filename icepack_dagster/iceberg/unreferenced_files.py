@@ -12,28 +12,12 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from pyarrow import fs as pafs
-from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
 
 from icepack_dagster.domain.safety import UnreferencedFile, UnreferencedFiles, classify_unreferenced
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.exceptions import MetadataReadError, TableNotFoundError
-
-
-def open_table(catalog: Catalog, key: TableKey) -> Table:
-    """The PyIceberg table, or a project error naming it."""
-    try:
-        return catalog.load_table(key.identifier)
-    except (NoSuchTableError, NoSuchNamespaceError):
-        raise TableNotFoundError(
-            f"table {key.text} does not exist in catalog {key.catalog!r} (dropped or renamed?)"
-        ) from None
-    except Exception as error:  # catalogs raise driver- and storage-specific errors; translate them all
-        raise MetadataReadError(
-            f"table {key.text}: its metadata could not be loaded ({type(error).__name__}: {error})"
-        ) from error
+from icepack_dagster.exceptions import MetadataReadError
 
 
 def referenced_locations(table: Table) -> set[str]:
