@@ -15,10 +15,11 @@ only in a session that ran `SESSION_SETUP` first (the runner does).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.option_values import Validator, boolean, int_between
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import (
     InvalidProcedureOptionError,
@@ -29,26 +30,13 @@ from icepack_dagster.exceptions import (
 SESSION_SETUP: tuple[str, ...] = ("SET spark.sql.variable.substitute=false",)
 ORPHAN_MIN_AGE = timedelta(hours=24)  # Iceberg's own floor; never go below it
 _CATALOG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_INT = re.compile(r"[0-9]{1,18}")
 _DECIMAL = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?")
 
 
-Validator = Callable[[str], str]
 
 
-def _int_between(low: int, high: int) -> Validator:
-    def validate(value: str) -> str:
-        if not _INT.fullmatch(value) or not low <= int(value) <= high:
-            raise ValueError(f"expected a whole number from {low} to {high}")
-        return str(int(value))
-
-    return validate
 
 
-def _boolean(value: str) -> str:
-    if value.lower() not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return value.lower()
 
 
 def _ratio(value: str) -> str:
@@ -87,29 +75,29 @@ def _timestamp(value: str) -> str:
     return parse_timestamp(value).strftime("%Y-%m-%d %H:%M:%S.%f+00:00")
 
 
-_BYTES = _int_between(1, 2**50)
-_COUNT = _int_between(1, 1_000_000)
+_BYTES = int_between(1, 2**50)
+_COUNT = int_between(1, 1_000_000)
 _JOB_ORDER = _one_of("bytes-asc", "bytes-desc", "files-asc", "files-desc", "none")
 _REWRITE_COMMON: dict[str, Validator] = {
     "target-file-size-bytes": _BYTES,
-    "min-file-size-bytes": _int_between(0, 2**50),
+    "min-file-size-bytes": int_between(0, 2**50),
     "max-file-size-bytes": _BYTES,
     "min-input-files": _COUNT,
-    "rewrite-all": _boolean,
+    "rewrite-all": boolean,
     "max-file-group-size-bytes": _BYTES,
-    "max-concurrent-file-group-rewrites": _int_between(1, 1000),
-    "partial-progress.enabled": _boolean,
-    "partial-progress.max-commits": _int_between(1, 10_000),
+    "max-concurrent-file-group-rewrites": int_between(1, 1000),
+    "partial-progress.enabled": boolean,
+    "partial-progress.max-commits": int_between(1, 10_000),
     "rewrite-job-order": _JOB_ORDER,
 }
 # Per action: options that go into the procedure's `options => map(...)`.
 MAP_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
     MaintenanceAction.REWRITE_DATA_FILES: _REWRITE_COMMON
     | {
-        "delete-file-threshold": _int_between(0, 1_000_000),
+        "delete-file-threshold": int_between(0, 1_000_000),
         "delete-ratio-threshold": _ratio,
-        "use-starting-sequence-number": _boolean,
-        "remove-dangling-deletes": _boolean,
+        "use-starting-sequence-number": boolean,
+        "remove-dangling-deletes": boolean,
         "partial-progress.max-failed-commits": _no_failed_commits,
     },
     MaintenanceAction.REWRITE_POSITION_DELETE_FILES: {
@@ -120,18 +108,18 @@ MAP_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
 ARGUMENT_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
     MaintenanceAction.REWRITE_DATA_FILES: {"strategy": _one_of("binpack", "sort")},
     MaintenanceAction.REWRITE_POSITION_DELETE_FILES: {},
-    MaintenanceAction.REWRITE_MANIFESTS: {"use_caching": _boolean, "spec_id": _int_between(0, 100_000)},
+    MaintenanceAction.REWRITE_MANIFESTS: {"use_caching": boolean, "spec_id": int_between(0, 100_000)},
     MaintenanceAction.EXPIRE_SNAPSHOTS: {
         "older_than": _timestamp,
-        "retain_last": _int_between(1, 100_000),
-        "max_concurrent_deletes": _int_between(1, 1000),
-        "stream_results": _boolean,
-        "clean_expired_metadata": _boolean,
+        "retain_last": int_between(1, 100_000),
+        "max_concurrent_deletes": int_between(1, 1000),
+        "stream_results": boolean,
+        "clean_expired_metadata": boolean,
     },
     MaintenanceAction.REMOVE_ORPHAN_FILES: {
         "older_than": _timestamp,
-        "dry_run": _boolean,
-        "max_concurrent_deletes": _int_between(1, 1000),
+        "dry_run": boolean,
+        "max_concurrent_deletes": int_between(1, 1000),
     },
 }
 _STRING_ARGUMENTS = {"strategy"}

@@ -10,34 +10,22 @@ so a property can never smuggle anything into the statement beyond one allowlist
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
+from icepack_dagster.domain.option_values import Validator, boolean, int_between
 from icepack_dagster.exceptions import RejectedSparkOverrideError
 
 PROPERTY_PREFIX = "icepack.spark."
 SQL_PROPERTY_PREFIX = "icepack.spark.sql."
-_INT = re.compile(r"[0-9]{1,12}")
 _BYTE_SIZE = re.compile(r"([0-9]{1,15})(b|k|kb|m|mb|g|gb|t|tb)?", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
 _UNITS |= {"t": 1024**4, "tb": 1024**4}
 _MAX_BYTES = 1024**4
 
-Validator = Callable[[str], str]
 
 
-def _int_between(low: int, high: int) -> Validator:
-    def validate(value: str) -> str:
-        if not _INT.fullmatch(value) or not low <= int(value) <= high:
-            raise ValueError(f"expected a whole number from {low} to {high}")
-        return str(int(value))
-
-    return validate
 
 
-def _boolean(value: str) -> str:
-    if value.lower() not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return value.lower()
 
 
 def _byte_size(value: str) -> str:
@@ -61,16 +49,16 @@ def _one_of(*choices: str) -> Validator:
 
 
 ALLOWED: dict[str, Validator] = {
-    "spark.sql.shuffle.partitions": _int_between(1, 100_000),
-    "spark.sql.adaptive.enabled": _boolean,
-    "spark.sql.adaptive.coalescePartitions.enabled": _boolean,
+    "spark.sql.shuffle.partitions": int_between(1, 100_000),
+    "spark.sql.adaptive.enabled": boolean,
+    "spark.sql.adaptive.coalescePartitions.enabled": boolean,
     "spark.sql.adaptive.advisoryPartitionSizeInBytes": _byte_size,
-    "spark.sql.adaptive.skewJoin.enabled": _boolean,
+    "spark.sql.adaptive.skewJoin.enabled": boolean,
     "spark.sql.files.maxPartitionBytes": _byte_size,
     "spark.sql.files.openCostInBytes": _byte_size,
-    "spark.sql.files.maxRecordsPerFile": _int_between(0, 1_000_000_000),
-    "spark.sql.iceberg.planning.preserve-data-grouping": _boolean,
-    "spark.sql.iceberg.vectorization.enabled": _boolean,
+    "spark.sql.files.maxRecordsPerFile": int_between(0, 1_000_000_000),
+    "spark.sql.iceberg.planning.preserve-data-grouping": boolean,
+    "spark.sql.iceberg.vectorization.enabled": boolean,
     "spark.sql.iceberg.distribution-mode": _one_of("none", "hash", "range"),
     "spark.sql.iceberg.advisory-partition-size": _byte_size,
 }
