@@ -30,6 +30,10 @@ class CatalogUnavailableError(IcepackError):
     """The catalog could not be reached or listed; nothing was changed because of it."""
 
 
+class SparkConnectUnavailableError(IcepackError):
+    """The Spark Connect server of an `sc://` master did not answer; names the endpoint and what to check."""
+
+
 class TableNotFoundError(IcepackError):
     """The table does not exist (any more) in its catalog."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 
 _SECRETS = [
     (re.compile(r"(://)[^/\s:@]+:[^/\s@]+@"), r"\1**********@"),
@@ -21,6 +22,7 @@ _SECRETS = [
     ),
 ]
 _MAX_MESSAGE = 600
+_ERROR_CLASS = re.compile(r"^\[([A-Z][A-Z0-9_.]*)\]")
 
 UNKNOWN_COMMIT = (
     "the catalog did not confirm the commit, so its outcome is unknown: the files it wrote are kept in "
@@ -42,6 +44,11 @@ CONFLICT = (
     "had written; the table is as the other writer left it and the next run retries on that state"
 )
 ORPHAN_AGE_GUARD = "Iceberg's 24-hour guard refused it, so nothing was deleted"
+CONNECT_LOST = (
+    "the Spark Connect server stopped answering (the client retried for about ten minutes), so whether "
+    "the action committed on the server is unknown: check the server, then the table's snapshots; the "
+    "next run plans on whatever state the table is in"
+)
 # Checked in order against the Java exception chain: the first match explains the failure.
 _HINTS: tuple[tuple[str, str], ...] = (
     ("CommitStateUnknownException", UNKNOWN_COMMIT),
@@ -50,6 +57,7 @@ _HINTS: tuple[tuple[str, str], ...] = (
     ("exceptions.ValidationException", CONFLICT),
     ("exceptions.CommitFailedException", CONFLICT),
     ("Cannot remove orphan files with an interval less than 24 hours", ORPHAN_AGE_GUARD),
+    ("failed to connect to all addresses", CONNECT_LOST),
 )
 
 
@@ -90,6 +98,13 @@ def spark_error_message(error: Exception) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def error_class(error: PySparkException) -> str | None:
+    """Spark's error class, such as TABLE_OR_VIEW_NOT_FOUND. pyspark 3.5's Connect client does not carry
+    it; the server's message starts with it."""
+    match = _ERROR_CLASS.match(str(error))
+    return error.getErrorClass() or (match.group(1) if match else None)
 
 
 def failure_hint(error: Exception) -> str | None:

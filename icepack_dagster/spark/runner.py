@@ -1,12 +1,12 @@
 """Runs one table's maintenance actions on Spark, in order, each as one Iceberg procedure call.
 
-Every table gets its own `spark.newSession()`: the table's `icepack.spark.sql.*` overrides are `SET`
-there and die with it, so they never reach another table. Everything that can be refused is refused
-before Spark is touched (options, overrides, safety guards), and orphan removal also in a session
-where Iceberg's own 24-hour guard is off. A failing action stops the table's later actions, since
-they were planned on the state the failed one should have produced; its report says what the failure
-left behind (`spark/failures.py`), and its impact is measured, since partial progress may have
-committed part of it.
+Every table gets its own `spark.newSession()` (on Spark Connect, a fresh server-side session: see
+`spark/connect.py`): the table's `icepack.spark.sql.*` overrides are `SET` there and die with it, so
+they never reach another table. Everything that can be refused is refused before Spark is touched
+(options, overrides, safety guards), and orphan removal also in a session where Iceberg's own 24-hour
+guard is off. A failing action stops the table's later actions, since they were planned on the state
+the failed one should have produced; its report says what the failure left behind
+(`spark/failures.py`), and its impact is measured, since partial progress may have committed part of it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from icepack_dagster.exceptions import (
     MaintenanceError,
     TableNotFoundError,
 )
-from icepack_dagster.spark.failures import failure_hint, spark_error_message
+from icepack_dagster.spark.failures import error_class, failure_hint, spark_error_message
+from icepack_dagster.spark.session import is_connect_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -199,7 +200,7 @@ class MaintenanceRunner:
             session.sql(existence_probe(self._catalog, key))
         except (PySparkException, Py4JJavaError) as error:
             _close_catalog(session, self._catalog)
-            if isinstance(error, AnalysisException) and error.getErrorClass() == "TABLE_OR_VIEW_NOT_FOUND":
+            if isinstance(error, AnalysisException) and error_class(error) == "TABLE_OR_VIEW_NOT_FOUND":
                 message = f"table {key.text} does not exist in catalog {self._catalog!r}"
                 raise TableNotFoundError(message) from None
             message = f"table {key.text}: cannot be opened on Spark: {spark_error_message(error)}"
@@ -288,7 +289,12 @@ class _StatusMeter:
 
 def _close_catalog(session: SparkSession, catalog: str) -> None:
     """A new session opens its own catalog client (JDBC connections, HTTP pools); close it with the
-    session, or a long-running process leaks one per table. Spark has no public call for this."""
+    session, or a long-running process leaks one per table. Spark has no public call for this. A Spark
+    Connect client cannot reach the server's JVM: it closes its channel, and the server-side session
+    (with its catalog client) lives until the server drops it; pyspark 3.5 has no call to release it."""
+    if is_connect_session(session):
+        session.stop()
+        return
     try:
         client = session._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
         client.close()

@@ -1,6 +1,8 @@
 """Spark sessions for maintenance: Iceberg extensions, every configured catalog, the right jars.
 
-The only package that imports pyspark. A missing Java or jar stops here with what to install.
+The only package that imports pyspark. A missing Java or jar stops here with what to install. An
+`sc://` master is a Spark Connect server (`spark/connect.py`): it owns the JVM, the jars and the static
+configuration, so a Connect session gets only runtime SQL settings and needs no local Java or jar.
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ import importlib.util
 import logging
 import os
 import shutil
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from icepack_dagster.catalog_config import jdbc_driver_jars, redact_conf, spark_catalog_conf
 from icepack_dagster.exceptions import MissingComponentError
@@ -70,8 +73,32 @@ def require_java() -> None:
         )
 
 
+def is_connect_master(master: str) -> bool:
+    return master.startswith("sc://")
+
+
+def is_connect_session(spark: SparkSession) -> bool:
+    """A Spark Connect client session, which has no JVM on this side. Such a session exists only once
+    pyspark's Connect module is imported, so a classic process never loads the Connect client for this."""
+    connect = sys.modules.get("pyspark.sql.connect.session")
+    return connect is not None and isinstance(spark, connect.SparkSession)
+
+
+def runtime_conf(settings: IcepackSettings) -> dict[str, str]:
+    """What a running session may set: the catalogs, the time zone and `settings.spark.conf` (only
+    `spark.sql.*` for an `sc://` master). All a Spark Connect session gets: jars, SQL extensions and
+    driver settings are the server's."""
+    conf = {"spark.sql.session.timeZone": "UTC"}
+    for name, catalog in settings.catalogs.items():
+        conf |= spark_catalog_conf(name, catalog, settings)
+    return conf | settings.spark.conf
+
+
 def spark_conf(settings: IcepackSettings) -> dict[str, str]:
-    """The full Spark configuration for a maintenance session (contains secrets: see `redact_conf`)."""
+    """The Spark configuration of a maintenance session (contains secrets: see `redact_conf`): in full
+    for a classic session, `runtime_conf` for an `sc://` master."""
+    if is_connect_master(settings.spark.master):
+        return runtime_conf(settings)
     conf = {
         "spark.app.name": settings.spark.app_name,
         "spark.master": settings.spark.master,
@@ -79,7 +106,6 @@ def spark_conf(settings: IcepackSettings) -> dict[str, str]:
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         "spark.driver.memory": settings.spark.driver_memory,
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.session.timeZone": "UTC",
     }
     log_config = Path(__file__).with_name("log4j2.properties")
     conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log_config.as_uri()}"
@@ -90,9 +116,7 @@ def spark_conf(settings: IcepackSettings) -> dict[str, str]:
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
         }
-    for name, catalog in settings.catalogs.items():
-        conf |= spark_catalog_conf(name, catalog, settings)
-    return conf | settings.spark.conf
+    return conf | runtime_conf(settings)
 
 
 def describe_spark_conf(settings: IcepackSettings) -> dict[str, str]:
@@ -101,7 +125,15 @@ def describe_spark_conf(settings: IcepackSettings) -> dict[str, str]:
 
 
 def build_spark_session(settings: IcepackSettings) -> SparkSession:
-    """Start (or join) the process's Spark session with icepack's configuration."""
+    """Start (or join) the process's Spark session with icepack's configuration; for an `sc://` master,
+    open a session on that Spark Connect server once it answers."""
+    if is_connect_master(settings.spark.master):
+        from icepack_dagster.spark.connect import connect_session
+
+        remote = connect_session(
+            settings.spark.master, runtime_conf(settings), settings.spark.connect_timeout_seconds
+        )
+        return cast("SparkSession", remote)  # pyspark's Connect session mirrors the classic API
     require_java()
     # py4j logs every JVM command at DEBUG, including catalog passwords set below: never below INFO.
     py4j_logger = logging.getLogger("py4j")

@@ -1,0 +1,88 @@
+"""Spark Connect (`sc://`) client sessions for maintenance.
+
+The JVM, the Iceberg runtime jar and Iceberg's SQL extensions live on the Connect server; this side
+sends SQL plus the runtime SQL settings of its session (the catalogs, the time zone) and needs neither
+Java nor jars. Imported only for an `sc://` master: it loads the Connect client (grpc, pandas, pyarrow).
+
+pyspark 3.5's Connect client has no `newSession()`, and maintenance needs one session per table (its
+`SET`s must die with it), so `ConnectMaintenanceSession.newSession()` opens a fresh server-side session
+on the same endpoint with the same settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import grpc
+from pyspark.errors import AnalysisException, PySparkException
+from pyspark.sql.connect.client import ChannelBuilder
+from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+from icepack_dagster.exceptions import ConfigurationError, SparkConnectUnavailableError
+from icepack_dagster.spark.failures import spark_error_message
+
+_CHECK = (
+    "check that a Spark Connect server of Spark 3.5 runs there (sbin/start-connect-server.sh, default port "
+    "15002), that this host can reach it (DNS, firewall, Kubernetes NetworkPolicy), and that use_ssl and "
+    "token in the sc:// URL match the server"
+)
+
+
+def _channel(url: str) -> ChannelBuilder:
+    try:
+        return ChannelBuilder(url)
+    except (PySparkException, ValueError) as error:
+        message = f"spark.master is not a Spark Connect URL (sc://host:port): {spark_error_message(error)}"
+        raise ConfigurationError(message) from None
+
+
+def wait_for_server(url: str, timeout_seconds: float) -> None:
+    """Fail within `timeout_seconds` when the server does not answer: pyspark's client retries an
+    unreachable server for about ten minutes before it reports anything."""
+    endpoint = _channel(url)
+    channel = endpoint.toChannel()
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_seconds)
+    except grpc.FutureTimeoutError:
+        raise SparkConnectUnavailableError(
+            f"Spark Connect server sc://{endpoint.endpoint} did not answer within {timeout_seconds:g} s: "
+            f"{_CHECK}; ICEPACK_SPARK__CONNECT_TIMEOUT_SECONDS sets how long to wait"
+        ) from None
+    finally:
+        channel.close()
+
+
+class ConnectMaintenanceSession(ConnectSession):
+    """A Connect client session with icepack's runtime settings applied; a refused setting is an
+    error naming its key (pyspark's builder would only warn and run on without it)."""
+
+    def __init__(self, url: str, conf: Mapping[str, str]) -> None:
+        endpoint = _channel(url)
+        super().__init__(connection=endpoint)
+        self._maintenance_url = url
+        self._maintenance_conf = dict(conf)
+        for key, value in conf.items():
+            try:
+                self.conf.set(key, value)
+            except AnalysisException as error:  # a static or server-only setting
+                self.stop()
+                raise ConfigurationError(
+                    f"Spark Connect server sc://{endpoint.endpoint} refused the setting {key}: "
+                    f"{spark_error_message(error)}; set it where the server starts"
+                ) from None
+            except PySparkException as error:
+                self.stop()
+                raise SparkConnectUnavailableError(
+                    f"Spark Connect server sc://{endpoint.endpoint} failed while a session was set up: "
+                    f"{spark_error_message(error)}; {_CHECK}"
+                ) from None
+
+    def newSession(self) -> ConnectMaintenanceSession:
+        """A fresh server-side session (its own SQL settings) on the same server, with the same settings."""
+        return ConnectMaintenanceSession(self._maintenance_url, self._maintenance_conf)
+
+
+def connect_session(url: str, conf: Mapping[str, str], timeout_seconds: float) -> ConnectMaintenanceSession:
+    """A session on the Connect server at `url`, once the server answers."""
+    wait_for_server(url, timeout_seconds)
+    return ConnectMaintenanceSession(url, conf)
