@@ -1,7 +1,8 @@
 """The `icepack` command: the engine without Dagster, for people (tables of text) and machines (--json).
 
 Exit codes: 0 done (or a dry run listed its work), 1 failed, 2 bad usage or configuration,
-3 nothing to do. Progress goes to stderr so that --json output stays clean on stdout.
+3 nothing to do, 4 the named table is gone (not in its catalog: dropped, or misspelt; nothing ran).
+Progress goes to stderr so that --json output stays clean on stdout.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import click
+from pydantic import BaseModel
 
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
@@ -28,7 +30,8 @@ from icepack_dagster.presentation import (
 )
 from icepack_dagster.settings import load_settings
 
-EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO = 0, 1, 2, 3
+EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO, EXIT_TABLE_GONE = 0, 1, 2, 3, 4
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def _progress(message: str) -> None:
@@ -74,6 +77,14 @@ def tables(ctx: _Context, as_json: bool) -> None:
         sys.exit(EXIT_FAILED)
 
 
+def _emit_table_result(
+    engine: Engine, key: TableKey, result: ModelT, as_json: bool, human: Callable[[str, ModelT], str]
+) -> None:
+    """A read command's answer about one table: the model as JSON with the table's name, or as text."""
+    name = engine.display_name(key)
+    _emit(result.model_dump(mode="json") | {"table": name}, as_json, lambda: human(name, result))
+
+
 @cli.command()
 @click.argument("table")
 @json_option
@@ -81,9 +92,7 @@ def tables(ctx: _Context, as_json: bool) -> None:
 def status(ctx: _Context, table: str, as_json: bool) -> None:
     """Measure TABLE from its Iceberg metadata (no Spark)."""
     key = ctx.engine.resolve(table)
-    result = ctx.engine.status(key)
-    data = result.model_dump(mode="json") | {"table": ctx.engine.display_name(key)}
-    _emit(data, as_json, lambda: format_status(ctx.engine.display_name(key), result))
+    _emit_table_result(ctx.engine, key, ctx.engine.status(key), as_json, format_status)
 
 
 @cli.command()
@@ -93,9 +102,7 @@ def status(ctx: _Context, table: str, as_json: bool) -> None:
 def health(ctx: _Context, table: str, as_json: bool) -> None:
     """Judge TABLE's health (healthy, warning, critical) with the issues found."""
     key = ctx.engine.resolve(table)
-    result = ctx.engine.health(ctx.engine.status(key))
-    data = result.model_dump(mode="json") | {"table": ctx.engine.display_name(key)}
-    _emit(data, as_json, lambda: format_health(ctx.engine.display_name(key), result))
+    _emit_table_result(ctx.engine, key, ctx.engine.health(ctx.engine.status(key)), as_json, format_health)
 
 
 @cli.command()
@@ -105,9 +112,7 @@ def health(ctx: _Context, table: str, as_json: bool) -> None:
 def recommend(ctx: _Context, table: str, as_json: bool) -> None:
     """Which maintenance TABLE needs now, in order, and why; and why not the rest."""
     key = ctx.engine.resolve(table)
-    result = ctx.engine.recommend(key)
-    data = result.model_dump(mode="json") | {"table": ctx.engine.display_name(key)}
-    _emit(data, as_json, lambda: format_recommendation(ctx.engine.display_name(key), result))
+    _emit_table_result(ctx.engine, key, ctx.engine.recommend(key), as_json, format_recommendation)
 
 
 @cli.command()
@@ -158,7 +163,9 @@ def maintain(
     outcomes = {r.outcome for _, r in reports}
     if "failed" in outcomes:
         sys.exit(EXIT_FAILED)
-    if outcomes <= {"nothing_to_do"}:
+    if outcomes == {"table_gone"} and not all_tables:
+        sys.exit(EXIT_TABLE_GONE)
+    if outcomes <= {"nothing_to_do", "table_gone"}:  # with --all, tables dropped since discovery
         sys.exit(EXIT_NOTHING_TO_DO)
 
 

@@ -86,7 +86,10 @@ def format_policy(name: str, effective: EffectivePolicy, explain: bool) -> str:
 
 
 def format_report(name: str, report: MaintenanceReport) -> str:
-    lines = [f"{name}: {report.outcome.replace('_', ' ')}"]
+    headline = report.outcome.replace("_", " ")
+    if report.table_gone:
+        headline += " (no such table in its catalog; nothing was run)"
+    lines = [f"{name}: {headline}"]
     for r in report.results:
         lines.append(f"  {r.status:<9} {r.action.value}  ({r.duration_seconds:.1f} s)")
         if r.reason:

@@ -72,13 +72,25 @@ def _issue(
     )
 
 
+def _file_share(
+    code: str,
+    metric: str,
+    files: int,
+    min_files: int,
+    ratio: float,
+    levels: tuple[float, float],
+    message: Callable[[float], str],
+) -> HealthIssue | None:
+    """A ratio of some files to the data files, judged only from `min_files` such files on: a handful
+    of small or delete files is never worth a rewrite, however small the table."""
+    return None if files < min_files else _issue(code, metric, ratio, levels, message)
+
+
 def _small_files(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
-    if s.small_file_count < t.small_file_min_count:
-        return None
     ratio = s.small_file_ratio
-    levels = (t.small_file_ratio_warning, t.small_file_ratio_critical)
-    return _issue(
-        SMALL_FILES, "small_file_ratio", ratio, levels,
+    return _file_share(
+        SMALL_FILES, "small_file_ratio", s.small_file_count, t.small_file_min_count, ratio,
+        (t.small_file_ratio_warning, t.small_file_ratio_critical),
         lambda threshold: (
             f"{s.small_file_count} of {s.live_data_files} data files ({ratio:.0%}) are under "
             f"{format_bytes(s.small_file_threshold_bytes)} (threshold {threshold:.0%}); "
@@ -100,12 +112,10 @@ def _manifests(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
 
 
 def _deletes(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
-    if s.live_delete_files < t.delete_file_min_count:
-        return None
     ratio = s.delete_file_ratio
-    levels = (t.delete_file_ratio_warning, t.delete_file_ratio_critical)
-    return _issue(
-        DELETE_FILE_BUILDUP, "delete_file_ratio", ratio, levels,
+    return _file_share(
+        DELETE_FILE_BUILDUP, "delete_file_ratio", s.live_delete_files, t.delete_file_min_count, ratio,
+        (t.delete_file_ratio_warning, t.delete_file_ratio_critical),
         lambda threshold: (
             f"{s.live_delete_files} delete files ({s.live_position_delete_files} position, "
             f"{s.live_equality_delete_files} equality) for {s.live_data_files} data files "

@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from icepack_dagster.domain.actions import ActionResult
 
-Outcome = Literal["nothing_to_do", "succeeded", "failed", "dry_run"]
+Outcome = Literal["nothing_to_do", "succeeded", "failed", "dry_run", "table_gone"]
 
 
 class MaintenanceReport(BaseModel):
@@ -20,9 +20,20 @@ class MaintenanceReport(BaseModel):
     started_at: datetime
     finished_at: datetime
     results: tuple[ActionResult, ...] = ()
+    table_gone: bool = Field(
+        default=False, description="The table was not in its catalog when maintenance began: nothing ran"
+    )
+    interrupted: str | None = Field(
+        default=None,
+        description="Why the maintenance ended before it could report its actions (its run worker died)",
+    )
 
     @property
     def outcome(self) -> Outcome:
+        if self.table_gone:
+            return "table_gone"
+        if self.interrupted is not None:
+            return "failed"
         statuses = {r.status for r in self.results}
         if "failed" in statuses:
             return "failed"
@@ -34,4 +45,4 @@ class MaintenanceReport(BaseModel):
 
     @property
     def first_error(self) -> str | None:
-        return next((r.error for r in self.results if r.error), None)
+        return self.interrupted or next((r.error for r in self.results if r.error), None)

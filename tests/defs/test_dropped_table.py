@@ -44,6 +44,7 @@ def test_dropped_table_ends_the_maintenance_run_cleanly(
     assert result.success
     (materialization,) = result.asset_materializations_for_node("maintained_table")
     assert TABLE_GONE in str(materialization.metadata["table_gone"].value)
+    assert materialization.metadata["outcome"].value == "table_gone"
     history = Engine(scoped_settings).history_store.history(doomed, quarantine_after_failures=3)
     assert history.consecutive_failures == 0 and history.last_run_at is None
     assert table_fingerprint(spark, f"lake.{namespace}.bystander") == bystander

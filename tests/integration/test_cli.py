@@ -1,8 +1,8 @@
 """Contract: the newcomer's path works end to end through the real `icepack` command, in its own
 process, on a fresh embedded lakehouse: `demo` builds the tables, `tables/status/health/recommend/policy`
 answer with the JSON contract, `maintain --dry-run` changes nothing, and `maintain` cuts the small-files
-table's live data files at least tenfold with identical contents. Exit codes tell done, nothing to do
-and failed apart; bad input is a clear error."""
+table's live data files at least tenfold with identical contents. Exit codes tell done, nothing to do,
+failed and a table that is gone apart; bad input is a clear error."""
 
 from __future__ import annotations
 
@@ -119,3 +119,12 @@ def test_bad_input_is_a_clear_error(lakehouse: Path) -> None:
     assert "namespace.table" in malformed.stderr
     usage = run(lakehouse, "maintain", expect=2)
     assert "TABLE" in usage.stderr
+
+
+def test_maintaining_a_table_that_is_gone_says_so_and_exits_4(lakehouse: Path) -> None:
+    gone = run(lakehouse, "maintain", "demo.no_such_table", "--json", expect=4)
+    assert json.loads(gone.stdout)["outcome"] == "table_gone"
+    human = run(lakehouse, "maintain", "demo.no_such_table", expect=4)
+    assert human.stdout.startswith("demo.no_such_table: table gone") and "Traceback" not in human.stderr
+    history = json.loads(run(lakehouse, "quarantine", "show", "demo.no_such_table", "--json").stdout)
+    assert history["consecutive_failures"] == 0 and history["last_run_at"] is None

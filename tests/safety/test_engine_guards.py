@@ -3,7 +3,8 @@
 A table with gc.enabled=false gets no expiry and no orphan removal: a fresh recommendation skips them
 saying why, and a recommendation made before gc was disabled is refused when it runs; nothing is
 deleted. A table dropped after it was recommended (even in the instant before Spark opens it) ends
-cleanly as "table no longer exists": nothing runs, nothing is recorded, no other table is touched.
+cleanly as "table no longer exists", outcome `table_gone`: nothing runs, nothing is recorded, no other
+table is touched.
 A real run executes exactly the statements its dry run listed for the same recommendation, and
 nothing else reaches Spark.
 """
@@ -107,12 +108,13 @@ def test_a_table_dropped_after_its_recommendation_ends_cleanly(
     reports = [engine.maintain(gone), engine.maintain(gone, recommendation=recommendation)]
 
     for report in reports:  # once dropped while starting, once already gone with a recommendation
-        assert report.outcome == "nothing_to_do"
+        assert report.outcome == "table_gone"
         assert [r.action for r in report.results] == [a.action for a in recommendation.actions]
         for result in report.results:
             assert result.status == "skipped" and result.statements == ()
             assert (result.reason or "").startswith(TABLE_GONE) and gone.text in (result.reason or "")
         assert TABLE_GONE in format_report(gone.dotted, report)
+        assert format_report(gone.dotted, report).startswith(f"{gone.dotted}: table gone")
     assert engine.history(gone).last_run_at is None  # a vanished table is no failure to count
     assert files_under(gone_root) == gone_files  # not even the dropped table's files were touched
     assert snapshot_rows(spark, other) == other_snapshots

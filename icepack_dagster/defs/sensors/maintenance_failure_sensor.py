@@ -1,0 +1,97 @@
+"""Records a failure in maintenance history for a maintenance run that died without recording its
+outcome (its worker OOM-killed, its pod evicted), so that a table whose maintenance keeps crashing is
+quarantined like one whose maintenance keeps failing.
+
+A run that failed in its own code has already decided what history says: the engine recorded a failed
+action, and a refused run, an unreachable catalog or an invalid policy record nothing on purpose. So a
+run counts only when one of its steps started and none failed by raising: either no step failure at
+all (the run worker died; run monitoring marked the run failed) or only the executor's report that a
+step process crashed. Each such run counts once, an original run and its retry alike
+(docs/RELIABILITY.md), and never twice: a run is skipped when any outcome of its table was recorded
+since it started, its own crash record included.
+"""
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from icepack_dagster.defs.jobs import maintenance_job
+from icepack_dagster.defs.partitions import table_key
+from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.domain.maintenance_report import MaintenanceReport
+
+PARTITION_TAG = "dagster/partition"
+WORKER_DIED = "the run worker died without recording an outcome"
+# The error class Dagster's multiprocess executor reports for a step process that died (killed, OOM).
+_STEP_PROCESS_CRASH = "ChildProcessCrashException"
+
+
+def _steps_started(instance: dg.DagsterInstance, run_id: str) -> bool:
+    return bool(instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records)
+
+
+def _raised_in_code(step_failures: Sequence[dg.DagsterEvent]) -> list[str]:
+    """The steps that failed by raising (not because their process died)."""
+    return [
+        str(event.step_key)
+        for event in step_failures
+        if event.step_failure_data.error is None
+        or event.step_failure_data.error.cls_name != _STEP_PROCESS_CRASH
+    ]
+
+
+def _why(context: dg.RunFailureSensorContext, step_failures: Sequence[dg.DagsterEvent]) -> str:
+    if step_failures:
+        steps = ", ".join(str(event.step_key) for event in step_failures)
+        return f"{WORKER_DIED}: the process of step {steps} ended abruptly (killed, or out of memory)"
+    return f"{WORKER_DIED}: {context.failure_event.message or 'the run failed outside its steps'}"
+
+
+def _run_times(instance: dg.DagsterInstance, run_id: str) -> tuple[datetime, datetime] | None:
+    """When the run started and ended; None when it never started."""
+    record = instance.get_run_record_by_id(run_id)
+    if record is None or record.start_time is None:
+        return None
+    ended = record.end_time or record.update_timestamp.timestamp()
+    return datetime.fromtimestamp(record.start_time, UTC), datetime.fromtimestamp(ended, UTC)
+
+
+def build_maintenance_failure_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
+    @dg.run_failure_sensor(
+        name="maintenance_failure_sensor",
+        monitored_jobs=[maintenance_job],
+        default_status=dg.DefaultSensorStatus(platform.default_status),
+        minimum_interval_seconds=platform.maintenance_interval_seconds,
+        description="Records a failure in maintenance history for a maintenance run whose worker died "
+        "without recording an outcome, so crashes count towards quarantine.",
+    )
+    def maintenance_failure_sensor(
+        context: dg.RunFailureSensorContext, icepack: IcepackResource
+    ) -> dg.SkipReason | None:
+        run = context.dagster_run
+        partition = run.tags.get(PARTITION_TAG)
+        times = _run_times(context.instance, run.run_id)
+        if partition is None or times is None or not _steps_started(context.instance, run.run_id):
+            return dg.SkipReason(f"run {run.run_id} never maintained a table: nothing to record")
+        step_failures = context.get_step_failure_events()
+        raised = _raised_in_code(step_failures)
+        if raised:
+            return dg.SkipReason(
+                f"run {run.run_id}: {', '.join(raised)} failed in its own code, which records what "
+                "maintenance history needs"
+            )
+        key = table_key(partition)
+        started, ended = times
+        last = icepack.engine.history(key).last_run_at
+        if last is not None and last >= started:
+            return dg.SkipReason(f"{partition}: an outcome was recorded since run {run.run_id} started")
+        report = MaintenanceReport(
+            table=key.text, started_at=started, finished_at=ended, interrupted=_why(context, step_failures)
+        )
+        icepack.engine.history_store.record(report)
+        context.log.warning(f"{partition}: run {run.run_id} recorded as failed: {report.interrupted}")
+        return None
+
+    return maintenance_failure_sensor

@@ -1,0 +1,186 @@
+"""Scenario 19, a maintenance run whose worker dies: the run records a failure, so a table whose
+maintenance keeps crashing is quarantined like one whose maintenance keeps failing.
+
+Real maintenance runs of the real job (`dagster job execute`, the multiprocess executor, an instance
+configured by the production YAML on PostgreSQL) are killed with SIGKILL inside `maintained_table`:
+once only the step process (as the kernel's OOM killer does: the executor reports the crash and the
+run fails), once the whole run worker (as a pod eviction does: the run is then marked failed, as run
+monitoring does). `maintenance_failure_sensor`, evaluated on each failure as the daemon would, records
+one failure per run and never the same run twice; after `quarantine_after_failures` crashes the table
+is quarantined. A run that failed in its own code (an invalid policy) records nothing. The table's
+contents (row count and checksum) are unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from icepack_dagster.defs.partitions import PARTITIONS_NAME
+from icepack_dagster.defs.sensors.maintenance_failure_sensor import WORKER_DIED
+from icepack_dagster.defs.tags import maintenance_tags
+from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.table_key import parse_table_key
+from icepack_dagster.engine import Engine
+from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.settings import IcepackSettings
+from tests.defs.dagster_testkit import small_file_table
+from tests.platform_safety.platform_testkit import (
+    DAGSTER,
+    ONLY_COMPACTION,
+    code_location_settings,
+    wait_until,
+    write_code_location,
+    write_dagster_home,
+)
+from tests.tables_testkit import arrow_fingerprint
+
+pytestmark = pytest.mark.postgres
+
+SENSOR = "maintenance_failure_sensor"
+LOCATION = """
+from icepack_dagster.definitions import build_definitions
+
+defs = build_definitions(SETTINGS)
+"""
+
+
+def _maintained_step_start(
+    instance: dg.DagsterInstance, partition: str, known: set[str]
+) -> dg.DagsterEvent | None:
+    """The `maintained_table` step start of a maintenance run of `partition` not in `known`."""
+    filters = dg.RunsFilter(job_name="maintenance", tags={"dagster/partition": partition})
+    for record in instance.get_run_records(filters=filters):
+        run_id = record.dagster_run.run_id
+        if run_id in known:
+            continue
+        starts = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records
+        for start in starts:
+            event = start.event_log_entry.dagster_event
+            if event is not None and event.step_key == "maintained_table":
+                return event
+    return None
+
+
+def _crashed_run(
+    instance: dg.DagsterInstance, home: Path, location: Path, partition: str, whole_worker: bool, log: Path
+) -> str:
+    """Start a real maintenance run of `partition` and SIGKILL it inside `maintained_table`: the step
+    process only, or the whole run worker (then marked failed, as run monitoring does). Its run id."""
+    known = {
+        r.dagster_run.run_id for r in instance.get_run_records(filters=dg.RunsFilter(job_name="maintenance"))
+    }
+    tags = maintenance_tags(partition) | {"dagster/partition": partition}
+    with log.open("a") as out:
+        worker = subprocess.Popen(
+            [DAGSTER, "job", "execute", "-f", str(location), "-j", "maintenance", "--tags", json.dumps(tags)],
+            cwd=location.parent,
+            env={**os.environ, "DAGSTER_HOME": str(home)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        step = wait_until(
+            lambda: _maintained_step_start(instance, partition, known),
+            "maintained_table to start",
+            timeout=300,
+        )
+        assert step.pid is not None
+        if whole_worker:
+            os.killpg(worker.pid, signal.SIGKILL)
+        else:
+            os.kill(step.pid, signal.SIGKILL)
+        worker.wait(timeout=120)
+    finally:
+        try:
+            os.killpg(worker.pid, signal.SIGKILL)  # whatever the worker left (a Spark JVM)
+        except ProcessLookupError:
+            pass
+    (run,) = [
+        r.dagster_run
+        for r in instance.get_run_records(filters=dg.RunsFilter(job_name="maintenance"))
+        if r.dagster_run.run_id not in known
+    ]
+    if whole_worker:
+        assert run.status == dg.DagsterRunStatus.STARTED, log.read_text()[-3000:]
+        instance.report_run_failed(run, "run worker died: its process is gone (SIGKILL in the test)")
+    return run.run_id
+
+
+def _evaluate(defs: dg.Definitions, instance: dg.DagsterInstance, run_id: str) -> dg.SkipReason | None:
+    """The failure sensor on one failed run, as the daemon evaluates it."""
+    run = instance.get_run_by_id(run_id)
+    assert run is not None and run.status == dg.DagsterRunStatus.FAILURE
+    (failure,) = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+    event = failure.event_log_entry.dagster_event
+    assert event is not None
+    with dg.build_run_status_sensor_context(
+        sensor_name=SENSOR,
+        dagster_event=event,
+        dagster_instance=instance,
+        dagster_run=run,
+        resources=defs.resources,
+    ) as context:
+        return defs.resolve_sensor_def(SENSOR)(context)
+
+
+def test_crashed_maintenance_runs_count_towards_quarantine(
+    pg_instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    scoped_settings: IcepackSettings,
+    catalogs: CatalogSet,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    lake = catalogs.get("lake")
+    properties = ONLY_COMPACTION | {"icepack.cadence-hours": "0", "icepack.quarantine-after-failures": "2"}
+    table = small_file_table(lake, f"{namespace}.crashy", appends=10, properties=properties)
+    partition = f"lake.{namespace}.crashy"
+    key = parse_table_key(partition)
+    pg_instance.add_dynamic_partitions(PARTITIONS_NAME, [partition])
+    before = arrow_fingerprint(table)
+    home = write_dagster_home(tmp_path)
+    write_code_location(tmp_path, "crash_location", LOCATION, code_location_settings(scoped_settings))
+    location = tmp_path / "crash_location.py"
+    engine = Engine(scoped_settings)
+
+    def history() -> TableHistory:
+        status = engine.status(key)
+        return engine.history(key, engine.policy(key, status.properties).policy)
+
+    oom = _crashed_run(pg_instance, home, location, partition, whole_worker=False, log=tmp_path / "run1.log")
+    assert _evaluate(defs, pg_instance, oom) is None
+    crashed = history()
+    assert (crashed.consecutive_failures, crashed.quarantined) == (1, False)
+    assert crashed.last_error is not None and crashed.last_error.startswith(WORKER_DIED)
+    assert "maintained_table" in crashed.last_error
+    again = _evaluate(defs, pg_instance, oom)  # the sensor re-evaluated on the same run
+    assert isinstance(again, dg.SkipReason) and "recorded since" in (again.skip_message or "")
+    assert history().consecutive_failures == 1
+
+    evicted = _crashed_run(
+        pg_instance, home, location, partition, whole_worker=True, log=tmp_path / "run2.log"
+    )
+    assert _evaluate(defs, pg_instance, evicted) is None
+    quarantined = history()
+    assert (quarantined.consecutive_failures, quarantined.quarantined) == (2, True)
+    assert quarantined.last_error is not None and "run worker died" in quarantined.last_error
+
+    with table.transaction() as transaction:  # a failure in the run's own code records nothing
+        transaction.set_properties({"icepack.cadence-hours": "soon"})
+    own = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=pg_instance, partition_key=partition, tags=maintenance_tags(partition), raise_on_error=False
+    )
+    assert not own.success
+    skipped = _evaluate(defs, pg_instance, own.run_id)
+    assert isinstance(skipped, dg.SkipReason) and "maintenance_recommendation" in (skipped.skip_message or "")
+    assert engine.history(key).consecutive_failures == 2
+
+    assert arrow_fingerprint(lake.load_table((namespace, "crashy"))) == before
