@@ -5,7 +5,9 @@ so every table is critical with small files; 10,000, or 1,000 with --quick) is m
 `build_definitions` on a real Dagster instance (SQLite storage in a temporary DAGSTER_HOME, as
 `dagster dev` uses). Measured: the engine's discovery, the discovery sensor's first tick (every table
 new) and a steady tick, adding every table as a dynamic partition, health-sync runs (tables/s, and how
-many runs a full sync takes), and the maintenance sensor's tick after those runs. Ticks are timed with
+many runs a full sync takes): first syncs (every table new), then, after real commits to 1% of the
+synced tables, the same runs as the schedule makes them (writing changed tables) and writing every
+table, side by side; and the maintenance sensor's tick after those runs. Ticks are timed with
 tracemalloc off; peak memory comes from a second, traced tick. `--postgres` puts Dagster's storage in
 PostgreSQL as production does (deploy/dagster/dagster.prod.yaml; a fresh database on the local server).
 
@@ -29,13 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import dagster as dg  # noqa: E402
 
 from bench import _tables  # noqa: E402
-from bench._fixtures import NAMESPACE, Bench, arguments, machine, table, timed  # noqa: E402
+from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table, timed  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
+from icepack_dagster.defs.jobs import health_sync_run_config  # noqa: E402
 from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
 from icepack_dagster.defs.platform_settings import PlatformSettings  # noqa: E402
-from icepack_dagster.defs.tags import range_tags  # noqa: E402
 from icepack_dagster.engine import Engine  # noqa: E402
 
+SYNC_NODE = "sync_tables"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # no DEBUG line per event
 
 
@@ -87,16 +90,22 @@ def traced_peak_mib(work: Any) -> float:
 def main() -> None:
     args = arguments(
         __doc__.splitlines()[0],
-        lambda p: p.add_argument("--postgres", action="store_true", help="Dagster storage in PostgreSQL"),
+        lambda p: (
+            p.add_argument("--postgres", action="store_true", help="Dagster storage in PostgreSQL"),
+            p.add_argument("--tables", type=int, help="fleet size (default 10,000; 1,000 with --quick)"),
+        ),
     )
     bench = Bench(args.workdir)
     count, synced_runs = (1_000, 2) if args.quick else (10_000, 5)
+    count = args.tables or count
     print(f"Control plane benchmark ({'quick' if args.quick else 'full'}); {machine()}")
-    wall, _, keys = timed(lambda: _tables.fleet(bench, count, prefix="ctl", appends=8))
+    wall, _, keys = timed(lambda: _tables.fleet(bench, count, prefix=f"ctl{count}", appends=8))
     print(f"fleet of {count:,} registered tables ready in {wall:.1f} s (made once per work directory)")
-    zeros = "0" * (5 - len(str(count - 1)))  # ctl_00000..ctl_00999 are ctl_00*: exactly `count` tables
-    settings = bench.settings.model_copy(update={"include": [f"lake.{NAMESPACE}.ctl_{zeros}*"]})
-    platform = PlatformSettings(sensors_running_by_default=False)
+    # One fleet per size (prefix ctl<count>), made once per work directory; the seed table is left out.
+    settings = bench.settings.model_copy(update={"include": [f"lake.{NAMESPACE}.ctl{count}_[0-9]*"]})
+    # --quick: batches of 250 so two runs still cover part of the 1,000 tables; otherwise the default.
+    platform = PlatformSettings(sensors_running_by_default=False, **({"health_sync_batch_size": 250}
+                                                                       if args.quick else {}))
     defs = build_definitions(settings, platform)
     rows: list[list[Any]] = []
 
@@ -124,26 +133,46 @@ def main() -> None:
 
         batch = platform.health_sync_batch_size
         job = defs.resolve_job_def("health_sync")
-        synced = 0
-        for index in range(synced_runs):
-            chunk = partitions[index * batch : (index + 1) * batch]
+        chunks = [partitions[i * batch : (i + 1) * batch] for i in range(synced_runs)]
+        assert all(chunks), f"{synced_runs} runs of {batch} need more than {count} tables"
+
+        def sync(chunk: list[str], writes: str) -> tuple[float, float, int]:
             wall, cpu, result = timed(
-                lambda c=chunk: job.execute_in_process(
-                    instance=instance, tags=range_tags(c[0], c[-1]), run_config=QUIET
+                lambda: job.execute_in_process(
+                    instance=instance, run_config=health_sync_run_config(chunk, writes) | QUIET
                 )
             )
             assert result.success
-            synced += len(chunk)
-            rows.append([f"health-sync run {index + 1} ({len(chunk)} tables)", wall, cpu, "-",
-                         f"{len(chunk) / wall:.0f} tables/s"])
+            return wall, cpu, len(result.asset_materializations_for_node(SYNC_NODE)) // 2
+
+        first = [sync(chunk, "changes") for chunk in chunks]  # every table is new: all written
+        for index, (wall, cpu, written) in enumerate(first):
+            rows.append([f"first health-sync run {index + 1} ({len(chunks[index])} tables)", wall, cpu, "-",
+                         f"{len(chunks[index]) / wall:.0f} tables/s, {written} written"])
+        synced = sum(len(chunk) for chunk in chunks)
+        changed = partitions[:synced:100]  # 1% of the synced tables get a real commit
+        for partition in changed:
+            _tables.append_one_row(bench, Engine(settings, catalogs=bench.catalogs).resolve(partition))
+        steady = [sync(chunk, "changes") for chunk in chunks]
+        every = [sync(chunk, "all") for chunk in chunks]  # the same runs writing every table
+        for label, runs in (("writing changed tables", steady), ("writing every table", every)):
+            wall = sum(r[0] for r in runs) / len(runs)
+            cpu = sum(r[1] for r in runs) / len(runs)
+            written = sum(r[2] for r in runs)
+            rows.append([f"steady health-sync run, 1% changed, {label} (mean of {len(runs)})", wall, cpu,
+                         "-", f"{batch / wall:.0f} tables/s, {written} of {synced} written"])
+        steady_wall = sum(r[0] for r in steady) / len(steady)
+        every_wall = sum(r[0] for r in every) / len(every)
         runs_needed = math.ceil(count / batch)
-        rows.append([f"a full health sync of {count:,} tables", "-", "-", "-",
-                     f"{runs_needed} runs of {batch} tables"])
+        rows.append([f"a full steady sync of {count:,} tables ({runs_needed} runs x mean run)",
+                     runs_needed * steady_wall, "-", "-",
+                     f"writing every table: {runs_needed * every_wall:.0f} s; "
+                     f"{ratio(every_wall, steady_wall)} faster"])
 
         wall, cpu, result = timed(lambda: tick(defs, "maintenance_sensor", instance, None))
         peak = traced_peak_mib(lambda: tick(defs, "maintenance_sensor", instance, None))
-        rows.append([f"maintenance sensor tick ({synced:,} new health events)", wall, cpu, peak,
-                     _describe(result)])
+        rows.append(["maintenance sensor tick (every health event new)", wall, cpu, peak,
+                     f"{_describe(result)}; cursor {len(result.cursor or '') / 1024:.0f} KiB"])
         wall, cpu, again = timed(lambda: tick(defs, "maintenance_sensor", instance, result.cursor))
         rows.append(["maintenance sensor, steady tick", wall, cpu, "-", _describe(again)])
 

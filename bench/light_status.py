@@ -6,6 +6,9 @@ A. Light vs full status over a fleet of small real tables (catalog entries regis
 B. Re-status of a fleet when 1% of its tables changed (real PyIceberg appends): `StatusTracker` lists
    every metadata location in one catalog query, skips unchanged tables entirely and, for the changed
    ones, decodes only the new manifests (`ManifestCache`).
+C. A new process (every health-sync run is one) measuring the large table again: manifest summaries
+   from the state database (`ManifestSummaryStore`, SQLite here) vs decoding every manifest, side by
+   side.
 
     .venv/bin/python bench/light_status.py [--quick]
 """
@@ -15,13 +18,17 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import _tables  # noqa: E402
 from bench._fixtures import Bench, arguments, machine, ratio, table, timed  # noqa: E402
-from icepack_dagster.iceberg.light_status import FleetRefresh, StatusTracker, read_light_status  # noqa: E402
+from icepack_dagster.iceberg.light_status import read_light_status  # noqa: E402
+from icepack_dagster.iceberg.manifest_reader import ManifestCache  # noqa: E402
 from icepack_dagster.iceberg.status_reader import read_status  # noqa: E402
+from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker  # noqa: E402
+from icepack_dagster.state.manifest_store import ManifestSummaryStore  # noqa: E402
 
 
 def per_table(bench: Bench, keys: list, light: bool) -> tuple[float, float]:
@@ -95,6 +102,34 @@ def main() -> None:
         ["depth", "refresh", "wall s", "cpu s", "tables read", "skipped", "manifests decoded"],
         rows,
     )
+
+    store_rows = stored_summaries(bench, big_key[0])
+    table(
+        f"C. A new process measures the table of {big[1]:,} files / {big[2]} manifests again",
+        ["summaries", "wall s", "cpu s", "manifests decoded", "from the store", "decode / store"],
+        store_rows,
+    )
+
+
+def stored_summaries(bench: Bench, key: Any) -> list[list[Any]]:
+    """Fresh caches (as in a new process), one backed by a new state database that an earlier process
+    filled, one without; the same table measured by each, results checked equal."""
+    path = bench.workdir / "bench-manifest-summaries.db"
+    path.unlink(missing_ok=True)
+    store = ManifestSummaryStore(f"sqlite:///{path}")
+    thresholds, now = bench.settings.thresholds, datetime.now(UTC)
+    loaded = bench.catalog.load_table(key.identifier)
+    read_status(loaded, key, thresholds, now, workers=1, cache=ManifestCache(store=store))  # an earlier run
+    rows, results = [], []
+    for label, cache in (("decoded", ManifestCache()), ("stored", ManifestCache(store=store))):
+        wall, cpu, status = timed(
+            lambda c=cache: read_status(loaded, key, thresholds, now, workers=1, cache=c)
+        )
+        results.append(status)
+        rows.append([label, wall, cpu, cache.misses, cache.stored_hits, "-"])
+    assert results[0] == results[1]
+    rows[1][-1] = ratio(rows[0][1], rows[1][1])
+    return rows
 
 
 if __name__ == "__main__":

@@ -12,8 +12,7 @@ import dagster as dg
 from icepack_dagster.defs.assets.fleet_summary import fleet_summary
 from icepack_dagster.defs.assets.maintained_table import maintained_table
 from icepack_dagster.defs.assets.maintenance_recommendation import maintenance_recommendation
-from icepack_dagster.defs.assets.table_health import table_health
-from icepack_dagster.defs.assets.table_status import table_status
+from icepack_dagster.defs.assets.table_status_and_health import table_status_and_health
 from icepack_dagster.defs.health_sync_schedule import build_health_sync_schedule
 from icepack_dagster.defs.jobs import (
     fleet_summary_job,
@@ -25,11 +24,12 @@ from icepack_dagster.defs.platform_settings import PlatformSettings, load_platfo
 from icepack_dagster.defs.resources import build_resources
 from icepack_dagster.defs.sensors.discovery_sensor import build_discovery_sensor
 from icepack_dagster.defs.sensors.fleet_sensor import build_fleet_sensor
+from icepack_dagster.defs.sensors.maintenance_failure_sensor import build_maintenance_failure_sensor
 from icepack_dagster.defs.sensors.maintenance_sensor import build_maintenance_sensor
 from icepack_dagster.defs.sensors.post_maintenance_sensor import build_post_maintenance_sensor
 from icepack_dagster.settings import IcepackSettings, load_settings
 
-ASSETS = (table_status, table_health, maintenance_recommendation, maintained_table, fleet_summary)
+ASSETS = (table_status_and_health, maintenance_recommendation, maintained_table, fleet_summary)
 JOBS = (health_sync_job, maintenance_job, fleet_summary_job, release_quarantine_job)
 
 
@@ -49,8 +49,9 @@ def build_definitions(
             build_maintenance_sensor(platform),
             build_fleet_sensor(platform),
             build_post_maintenance_sensor(platform),
+            build_maintenance_failure_sensor(platform),
         ],
-        resources=build_resources(settings, platform.health_sync_workers, platform.fleet_metrics_path),
+        resources=build_resources(settings, platform),
     )
 
 

@@ -8,7 +8,7 @@ A problem of one table ends in that table's report, never in an exception, so a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -26,6 +26,7 @@ from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey, resolve_table_argument
 from icepack_dagster.exceptions import (
     CatalogUnavailableError,
+    IcepackError,
     InvalidPolicyError,
     MaintenanceError,
     MetadataReadError,
@@ -35,10 +36,12 @@ from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables
 from icepack_dagster.iceberg.manifest_reader import ManifestCache
 from icepack_dagster.iceberg.status_reader import collect_status
+from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
 from icepack_dagster.policy_file import load_policy_rules
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.state.history_store import HistoryStore
+from icepack_dagster.state.manifest_store import ManifestSummaryStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -75,7 +78,9 @@ class Engine:
         self.catalogs = catalogs or CatalogSet(settings)
         self._spark_provider = spark_provider
         self._history = history
-        self.manifest_cache = manifest_cache or ManifestCache()
+        stored = settings.store_manifest_summaries
+        store = ManifestSummaryStore(settings.resolved_state_url) if stored else None
+        self.manifest_cache = manifest_cache if manifest_cache is not None else ManifestCache(store=store)
 
     @cached_property
     def history_store(self) -> HistoryStore:
@@ -113,6 +118,41 @@ class Engine:
             now or utc_now(),
             workers=self.settings.status_workers,
             cache=self.manifest_cache,
+        )
+
+    def refresh_statuses(
+        self,
+        keys: Sequence[TableKey],
+        known: Mapping[TableKey, TableStatus],
+        now: datetime | None = None,
+        table_workers: int = 1,
+    ) -> FleetRefresh:
+        """Statuses of `keys`, reading only tables whose metadata file differs from their `known` status
+        (the others are `known` aged to `now`); a table that cannot be measured is in `failures`."""
+        now = now or utc_now()
+        by_catalog: dict[str, list[TableKey]] = {}
+        for key in keys:
+            by_catalog.setdefault(key.catalog, []).append(key)
+        refreshes = []
+        for name, catalog_keys in by_catalog.items():
+            tracker = StatusTracker(
+                cache=self.manifest_cache, workers=self.settings.status_workers, table_workers=table_workers
+            )
+            for key in catalog_keys:
+                if key in known:
+                    tracker.remember(key, known[key])
+            try:
+                catalog = self.catalogs.get(name)
+            except IcepackError as error:
+                failed = {key.text: str(error) for key in catalog_keys}
+                refreshes.append(FleetRefresh(statuses={}, read=(), unchanged=(), failures=failed))
+                continue
+            refreshes.append(tracker.refresh(catalog, catalog_keys, self.settings.thresholds, now))
+        return FleetRefresh(
+            statuses={t: s for r in refreshes for t, s in r.statuses.items()},
+            read=tuple(t for r in refreshes for t in r.read),
+            unchanged=tuple(t for r in refreshes for t in r.unchanged),
+            failures={t: e for r in refreshes for t, e in r.failures.items()},
         )
 
     def health(self, status: TableStatus) -> TableHealth:
@@ -162,9 +202,9 @@ class Engine:
         """Run the recommended actions (or the subset `only`) on Spark and record the outcome.
 
         A table dropped since it was recommended gets its actions skipped as "table no longer exists"
-        (nothing runs, nothing is recorded). An invalid policy, unreadable metadata or a table Spark
-        cannot open fails its actions with the error, recorded like any failure; an unreachable
-        catalog fails them too, unrecorded, since it is no fault of the table."""
+        and the outcome `table_gone` (nothing runs, nothing is recorded). An invalid policy, unreadable
+        metadata or a table Spark cannot open fails its actions with the error, recorded like any
+        failure; an unreachable catalog fails them too, unrecorded, since it is no fault of the table."""
         started = utc_now()
         known = recommendation
         try:
@@ -173,7 +213,8 @@ class Engine:
             return self._run(key, started, status, known, dry_run, only, on_progress)
         except TableNotFoundError as error:
             reason = f"{TABLE_GONE}: {error}; nothing was run"
-            return self._unrun(key, started, known, only, "skipped", reason)
+            report = self._unrun(key, started, known, only, "skipped", reason)
+            return report.model_copy(update={"table_gone": True})
         except CatalogUnavailableError as error:  # the catalog's fault, not the table's: not recorded
             return self._unrun(key, started, known, only, "failed", _bounded(str(error)))
         except (InvalidPolicyError, MetadataReadError, MaintenanceError) as error:

@@ -107,10 +107,13 @@ _SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|k8s://.+|s
 
 
 class SparkSettings(_Model):
-    """How maintenance reaches Spark: master URL, jars, and extra Spark configuration."""
+    """How maintenance reaches Spark: master URL, jars, and extra Spark configuration.
+
+    An `sc://` master is a Spark Connect server: its JVM, jars and static configuration are the
+    server's, so `jars` and `driver_memory` do not apply and `conf` may hold only `spark.sql.*` keys."""
 
     master: str = Field(
-        default="local[*]", description="local[*], spark://host:7077, k8s://https://..., sc://"
+        default="local[*]", description="local[*], spark://host:7077, k8s://https://..., sc://host:15002"
     )
     app_name: str = "icepack"
     jars: list[str] | None = Field(
@@ -120,12 +123,19 @@ class SparkSettings(_Model):
     )
     driver_memory: str = "2g"
     conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings")
+    connect_timeout_seconds: float = Field(
+        default=30.0, gt=0, le=600, description="How long an sc:// master may take to answer at start"
+    )
 
     @field_validator("master")
     @classmethod
     def _known_master(cls, value: str) -> str:
         if not _SPARK_MASTER.match(value):
             raise ValueError(f"{value!r} is not a Spark master URL (local[*], spark://, k8s://, sc://, yarn)")
+        if value.startswith("sc://") and ";session_id=" in value:
+            raise ValueError(
+                "an sc:// master may not fix session_id: icepack opens one server session per table"
+            )
         return value
 
     @field_validator("conf")
@@ -135,6 +145,16 @@ class SparkSettings(_Model):
         if bad:
             raise ValueError(f"Spark conf keys must start with 'spark.': {bad}")
         return value
+
+    @model_validator(mode="after")
+    def _connect_conf(self) -> SparkSettings:
+        server_keys = [k for k in self.conf if not k.startswith("spark.sql.")]
+        if self.master.startswith("sc://") and server_keys:
+            raise ValueError(
+                f"conf keys {server_keys} configure the Spark JVM, which for an sc:// master is the Spark "
+                "Connect server's: set them where the server starts; a Connect session takes spark.sql.* only"
+            )
+        return self
 
 
 class IcepackSettings(BaseSettings):
@@ -156,6 +176,11 @@ class IcepackSettings(BaseSettings):
         default=None, description="SQLAlchemy URL of the maintenance history; default SQLite under home"
     )
     status_workers: int = Field(default=8, ge=1, le=64, description="Manifests read in parallel")
+    store_manifest_summaries: bool = Field(
+        default=True,
+        description="Keep manifest summaries in the state database, so a new process (a health-sync run) "
+        "decodes only manifests no earlier process read",
+    )
 
     @field_validator("home")
     @classmethod

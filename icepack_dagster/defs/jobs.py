@@ -1,9 +1,12 @@
-"""Jobs: what one run does. Health sync covers a batch of tables (a partition range); maintenance one
-table; fleet refresh the summary; release_quarantine lets automatic maintenance resume for a table.
+"""Jobs: what one run does. Health sync covers a batch of tables (listed in its run config);
+maintenance one table; fleet refresh the summary; release_quarantine lets automatic maintenance resume
+for a table.
 
 Every run of the maintenance job carries its table's run tags, whoever launched it (sensor, launchpad,
 backfill), so the run coordinator's one-per-table limit holds for all of them, not only the sensor's.
 """
+
+from typing import Any, Literal
 
 import dagster as dg
 from pydantic import Field
@@ -11,19 +14,58 @@ from pydantic import Field
 from icepack_dagster.defs.assets.fleet_summary import fleet_summary
 from icepack_dagster.defs.assets.maintained_table import maintained_table
 from icepack_dagster.defs.assets.maintenance_recommendation import maintenance_recommendation
-from icepack_dagster.defs.assets.table_health import table_health
-from icepack_dagster.defs.assets.table_status import table_status
 from icepack_dagster.defs.maintenance_exclusivity import MAINTENANCE_JOB_NAME
-from icepack_dagster.defs.partitions import ICEBERG_TABLES
+from icepack_dagster.defs.partitions import ICEBERG_TABLES, PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.table_sync import sync_tables
 from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, maintenance_tags, observation_tags
 
-health_sync_job = dg.define_asset_job(
-    "health_sync",
-    selection=[table_status, table_health],
+
+class HealthSyncConfig(dg.Config):
+    """Which tables one health-sync run measures, and what it writes."""
+
+    tables: list[str] = Field(min_length=1, description="Tables to measure: iceberg_tables partition keys")
+    writes: Literal["changes", "all"] = Field(
+        default="all",
+        description="all: a table_status and table_health materialization per table; changes: only for "
+        "tables whose status or health changed or are due a periodic rewrite (scheduled syncs)",
+    )
+
+
+@dg.op(name="sync_tables")
+def sync_tables_op(
+    context: dg.OpExecutionContext, config: HealthSyncConfig, icepack: IcepackResource
+) -> None:
+    """Measure and judge a batch of tables and record their `table_status` and `table_health`."""
+    current = set(context.instance.get_dynamic_partitions(PARTITIONS_NAME))
+    unknown = [table for table in config.tables if table not in current]
+    if unknown:
+        context.log.warning(
+            f"{len(unknown)} table(s) are not iceberg_tables partitions (dropped since the run was "
+            f"requested, or misspelt), skipped: {', '.join(unknown[:20])}"
+        )
+    tables = [table for table in config.tables if table in current]
+    if not tables:
+        raise dg.Failure(
+            "none of the tables of this run is an iceberg_tables partition: check the names in the run "
+            "config (catalog.namespace.table), or let the discovery sensor add them first"
+        )
+    sync_tables(context, icepack, tables, only_changes=config.writes == "changes")
+
+
+@dg.job(
+    name="health_sync",
     tags=observation_tags(),
-    description="Status and health for a batch of tables (a range of `iceberg_tables` partitions).",
+    description="Status and health for a batch of tables (run config: tables, writes). Records "
+    "table_status and table_health materializations without planning one per partition.",
 )
+def health_sync_job() -> None:
+    sync_tables_op()
+
+
+def health_sync_run_config(tables: list[str], writes: str) -> dict[str, Any]:
+    """The run config of a health-sync run over `tables`."""
+    return {"ops": {sync_tables_op.name: {"config": {"tables": tables, "writes": writes}}}}
 
 maintenance_job = dg.define_asset_job(
     MAINTENANCE_JOB_NAME,

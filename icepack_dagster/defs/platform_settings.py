@@ -5,6 +5,7 @@ other reader of the environment (prefix `ICEPACK_PLATFORM_`, documented in docs/
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,8 +19,21 @@ class PlatformSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ICEPACK_PLATFORM_", extra="forbid", frozen=True)
 
     health_sync_cron: str = Field(default="*/15 * * * *", description="When status and health refresh (UTC)")
-    health_sync_batch_size: int = Field(default=200, ge=1, le=5000, description="Tables per health-sync run")
+    health_sync_batch_size: int = Field(default=1000, ge=1, le=5000, description="Tables per health-sync run")
     health_sync_workers: int = Field(default=8, ge=1, le=64, description="Tables measured at once in a run")
+    health_sync_writes: Literal["changes", "all"] = Field(
+        default="changes",
+        description="What a scheduled sync writes: materializations only for tables whose status or health "
+        "changed (or are due a rewrite), or for every table",
+    )
+    health_rewrite_hours: float = Field(
+        default=24.0, ge=0.25, description="A healthy unchanged table gets a new materialization within this"
+    )
+    attention_rewrite_hours: float = Field(
+        default=1.0, ge=0.25,
+        description="An unchanged table in warning, critical or unknown gets one this often, so the "
+        "maintenance sensor reconsiders it",
+    )
     discovery_interval_seconds: int = Field(default=30, ge=5, description="Discovery sensor cadence")
     maintenance_interval_seconds: int = Field(default=30, ge=5, description="Maintenance sensor cadence")
     max_maintenance_in_flight: int = Field(

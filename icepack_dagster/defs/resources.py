@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.domain.run_sizing import read_spark_conf_tag, spark_settings_update
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import MissingComponentError
@@ -57,6 +58,12 @@ class IcepackResource(dg.ConfigurableResource):
 
     settings: dg.ResourceDependency[IcepackSettings]
     table_workers: int = Field(default=8, ge=1, le=64, description="Tables measured at once in a batch run")
+    health_rewrite_hours: float = Field(
+        default=24.0, gt=0, description="Unchanged healthy tables get a new materialization this often"
+    )
+    attention_rewrite_hours: float = Field(
+        default=1.0, gt=0, description="Unchanged tables needing attention get one this often"
+    )
     fleet_metrics_path: str | None = Field(
         default=None,
         description="Prometheus textfile written by fleet_summary; None: <home>/metrics/icepack.prom",
@@ -82,13 +89,16 @@ class IcepackResource(dg.ConfigurableResource):
 
 
 def build_resources(
-    settings: IcepackSettings, table_workers: int = 8, fleet_metrics_path: Path | None = None
+    settings: IcepackSettings, platform: PlatformSettings | None = None
 ) -> dict[str, dg.ConfigurableResource]:
-    """The `icepack` and `spark` resources from one settings object."""
+    """The `icepack` and `spark` resources from one settings object and the platform's knobs."""
+    platform = platform or PlatformSettings()
     spark = SparkResource(settings=settings)
     icepack = IcepackResource(
         settings=settings,
-        table_workers=table_workers,
-        fleet_metrics_path=str(fleet_metrics_path) if fleet_metrics_path else None,
+        table_workers=platform.health_sync_workers,
+        health_rewrite_hours=platform.health_rewrite_hours,
+        attention_rewrite_hours=platform.attention_rewrite_hours,
+        fleet_metrics_path=str(platform.fleet_metrics_path) if platform.fleet_metrics_path else None,
     )
     return {"icepack": icepack, "spark": spark}

@@ -7,16 +7,17 @@ separates maintenance from observation so status and health runs never wait behi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 TABLE_TAG = "icepack/table"
 KIND_TAG = "icepack/kind"
 MAINTENANCE = "maintenance"
 OBSERVATION = "observation"
 HEALTH_EVENT_TAG = "icepack/health_event"
-# Dagster's own run tags (public names in its docs): retries and partition ranges.
+BATCH_TAG = "icepack/batch"
+# Dagster's own run tags (public names in its docs): retries.
 MAX_RETRIES_TAG = "dagster/max_retries"
 RETRY_ON_FAILURE_TAG = "dagster/retry_on_asset_or_op_failure"
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 
 def maintenance_tags(partition: str, health_storage_id: int | None = None) -> dict[str, str]:
@@ -38,6 +39,7 @@ def observation_tags() -> dict[str, str]:
     return {KIND_TAG: OBSERVATION, MAX_RETRIES_TAG: "2"}
 
 
-def range_tags(first: str, last: str) -> dict[str, str]:
-    """One run over a contiguous range of table partitions (the health-sync batch)."""
-    return {RANGE_START_TAG: first, RANGE_END_TAG: last}
+def batch_tags(tables: Sequence[str]) -> dict[str, str]:
+    """What a health-sync run covers, readable in the runs list (the run config lists every table)."""
+    span = tables[0] if len(tables) == 1 else f"{tables[0]} .. {tables[-1]}"
+    return {BATCH_TAG: f"{len(tables)} table(s): {span}"}

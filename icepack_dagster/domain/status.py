@@ -8,6 +8,7 @@ describe history kept across all retained snapshots. The JSON field names are a 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,8 +29,12 @@ class TableStatus(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    depth: Literal["full"] = Field(default="full", description="Every entry read (light: see LightStatus)")
     table: str = Field(description="Table key text: catalog.namespace.table")
     collected_at: datetime
+    metadata_location: str | None = Field(
+        default=None, description="The metadata file measured; same file, same facts (only ages move)"
+    )
     location: str
     format_version: int = Field(ge=1, le=3)
     snapshot_id: int | None = Field(description="Current snapshot of main; None for a table with no snapshot")

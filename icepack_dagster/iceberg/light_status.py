@@ -6,9 +6,7 @@ no manifest: it costs one small Avro file per table however large the table is. 
 `LightStatus` and docs/PERFORMANCE.md). The snapshot summary's running totals are used only when they
 agree with the manifest list; a writer that kept no totals, or wrong ones, leaves those fields `None`.
 
-`StatusTracker` re-statuses a fleet: one query lists every table's current metadata location (SQL
-catalogs), a table whose location has not changed is not read at all (only its snapshot ages move with
-`now`), and a changed one is read again, decoding only manifests its `ManifestCache` has not seen.
+`status_tracker.StatusTracker` re-statuses a fleet at either depth, reading only changed tables.
 """
 
 from __future__ import annotations
@@ -18,25 +16,15 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.exceptions import IcepackError, MetadataReadError, TableNotFoundError
-from icepack_dagster.iceberg.catalogs import load_table
-from icepack_dagster.iceberg.manifest_reader import (
-    MANIFEST_CONTENT_DELETES,
-    ManifestCache,
-    read_manifest_list,
-)
-from icepack_dagster.iceberg.status_reader import _READ_ERRORS, file_size_limits, read_status
+from icepack_dagster.exceptions import MetadataReadError
+from icepack_dagster.iceberg.manifest_reader import MANIFEST_CONTENT_DELETES, read_manifest_list
+from icepack_dagster.iceberg.status_reader import METADATA_READ_ERRORS, file_size_limits
 
 StatusDepth = Literal["full", "light"]
 
@@ -146,7 +134,7 @@ def read_light_status(
     if snapshot is not None:
         try:
             refs = read_manifest_list(table.io, snapshot.manifest_list)
-        except _READ_ERRORS as error:
+        except METADATA_READ_ERRORS as error:
             raise MetadataReadError(
                 f"table {name}: manifest list {snapshot.manifest_list} of snapshot {snapshot.snapshot_id} "
                 f"could not be read ({type(error).__name__}: {error})"
@@ -207,107 +195,3 @@ def read_light_status(
         newest_snapshot_age_seconds=newest,
         **facts,
     )
-
-
-def metadata_locations(catalog: Catalog) -> dict[tuple[str, ...], str] | None:
-    """Every table's current metadata file in one query (identifier -> location) for a SQL catalog;
-    None for other catalog kinds, whose tables must be loaded one by one to learn it."""
-    if not isinstance(catalog, SqlCatalog):
-        return None
-    query = select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location)
-    with Session(catalog.engine) as session:
-        rows = session.execute(query.where(IcebergTables.catalog_name == catalog.name)).all()
-    return {(*Catalog.identifier_to_tuple(ns), name): loc for ns, name, loc in rows if loc is not None}
-
-
-class FleetRefresh(BaseModel):
-    """One refresh of many tables: a status per table that could be measured, and why others could not."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    statuses: dict[str, TableStatus | LightStatus] = Field(description="Table key text -> status")
-    read: tuple[str, ...] = Field(description="Tables read: new, or their metadata file changed")
-    unchanged: tuple[str, ...] = Field(description="Tables not read at all: same metadata file as before")
-    failures: dict[str, str] = Field(default_factory=dict, description="Table key text -> error")
-
-
-class _Known(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    metadata_location: str
-    status: TableStatus | LightStatus
-    snapshot_span: tuple[int, int] | None  # oldest and newest snapshot (ms), for ages at a later `now`
-
-
-class StatusTracker:
-    """Statuses of many tables of one catalog, kept between refreshes (one tracker per catalog and
-    process; not shared between threads). `depth` "full" reads changed tables with `read_status` and
-    the tracker's `ManifestCache`; "light" with `read_light_status`."""
-
-    def __init__(
-        self, depth: StatusDepth = "full", cache: ManifestCache | None = None, workers: int = 8
-    ) -> None:
-        if depth not in ("full", "light"):
-            raise ValueError(f"StatusTracker depth must be 'full' or 'light', got {depth!r}")
-        self.depth = depth
-        self.cache = cache or ManifestCache()
-        self.workers = workers
-        self._known: dict[TableKey, _Known] = {}
-
-    def refresh(
-        self, catalog: Catalog, keys: Iterable[TableKey], thresholds: HealthThresholds, now: datetime
-    ) -> FleetRefresh:
-        """A status for each of `keys` at `now`, reading only tables whose metadata file changed."""
-        if now.tzinfo is None:
-            raise ValueError(f"StatusTracker.refresh: 'now' must be timezone-aware, got {now!r}")
-        locations = metadata_locations(catalog)
-        statuses: dict[str, TableStatus | LightStatus] = {}
-        read: list[str] = []
-        unchanged: list[str] = []
-        failures: dict[str, str] = {}
-        for key in keys:
-            known = self._known.get(key)
-            location = locations.get(key.identifier) if locations is not None else None
-            try:
-                if locations is not None and location is None:
-                    raise TableNotFoundError(f"table {key.text} does not exist in catalog {key.catalog!r}")
-                if known is not None and location == known.metadata_location:
-                    statuses[key.text] = _aged(known, now)
-                    unchanged.append(key.text)
-                    continue
-                table = load_table(catalog, key)
-                if known is not None and table.metadata_location == known.metadata_location:
-                    statuses[key.text] = _aged(known, now)  # a catalog without a location listing
-                    unchanged.append(key.text)
-                    continue
-                statuses[key.text] = self._read(table, key, thresholds, now, location)
-                read.append(key.text)
-            except IcepackError as error:
-                self._known.pop(key, None)
-                failures[key.text] = str(error)
-        return FleetRefresh(
-            statuses=statuses, read=tuple(read), unchanged=tuple(unchanged), failures=failures
-        )
-
-    def _read(
-        self, table: Table, key: TableKey, thresholds: HealthThresholds, now: datetime, listed: str | None
-    ) -> TableStatus | LightStatus:
-        if self.depth == "light":
-            status: TableStatus | LightStatus = read_light_status(table, key, thresholds, now)
-        else:
-            status = read_status(table, key, thresholds, now, self.workers, self.cache)
-        # The listed location, when older than the loaded one, makes the next refresh read again: safe.
-        self._known[key] = _Known(
-            metadata_location=listed or table.metadata_location,
-            status=status,
-            snapshot_span=snapshot_span(table.metadata),
-        )
-        return status
-
-
-def _aged(known: _Known, now: datetime) -> TableStatus | LightStatus:
-    """The kept status with `collected_at` and snapshot ages moved to `now`; nothing else can change
-    while the metadata file is the same."""
-    oldest, newest = snapshot_ages(known.snapshot_span, now)
-    ages = {"oldest_snapshot_age_seconds": oldest, "newest_snapshot_age_seconds": newest}
-    return known.status.model_copy(update={"collected_at": now, **ages})

@@ -11,11 +11,9 @@ import zlib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any
 
 from fastavro.read import SchemaResolutionError
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
@@ -23,7 +21,8 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.status import FileSizeBucket, TableStatus
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.exceptions import InvalidPolicyError, MetadataReadError, TableNotFoundError
+from icepack_dagster.exceptions import InvalidPolicyError, MetadataReadError
+from icepack_dagster.iceberg.catalogs import load_table
 from icepack_dagster.iceberg.manifest_reader import (
     MANIFEST_CONTENT_DELETES,
     SIZE_BUCKET_BOUNDS,
@@ -40,7 +39,7 @@ SMALL_FILE_THRESHOLD_PROPERTY = "icepack.small-file-threshold-bytes"
 DEFAULT_TARGET_FILE_SIZE_BYTES = 536_870_912  # Iceberg's own default for write.target-file-size-bytes
 
 # What a damaged or unreadable manifest raises: I/O, truncated or corrupt Avro, a schema that is no manifest.
-_READ_ERRORS = (
+METADATA_READ_ERRORS = (
     OSError, EOFError, ValueError, KeyError, TypeError, IndexError, zlib.error, SchemaResolutionError
 )
 
@@ -77,13 +76,13 @@ def _summaries(
     table: str, io: FileIO, refs: list[ManifestRef], small: int, workers: int, cache: ManifestCache | None
 ) -> list[ManifestSummary]:
     """One summary per manifest, from the cache where possible, the rest decoded in parallel."""
-    found = [cache.get(ref.path, small) if cache is not None else None for ref in refs]
+    found = cache.get_many([ref.path for ref in refs], small) if cache is not None else [None] * len(refs)
     missing = [ref for ref, summary in zip(refs, found, strict=True) if summary is None]
 
     def load(ref: ManifestRef) -> ManifestSummary:
         try:
             return summarize_manifest(io, ref, small)
-        except _READ_ERRORS as error:
+        except METADATA_READ_ERRORS as error:
             raise MetadataReadError(
                 f"table {table}: manifest {ref.path} could not be read ({type(error).__name__}: {error}); "
                 "check that the file exists and the table's storage is reachable"
@@ -94,15 +93,10 @@ def _summaries(
     else:
         with ThreadPoolExecutor(min(workers, len(missing)), thread_name_prefix="manifest") as pool:
             decoded = list(pool.map(load, missing))
+    if cache is not None:
+        cache.put_many(small, {ref.path: summary for ref, summary in zip(missing, decoded, strict=True)})
     fresh = iter(decoded)
-    summaries = []
-    for ref, summary in zip(refs, found, strict=True):
-        if summary is None:
-            summary = next(fresh)
-            if cache is not None:
-                cache.put(ref.path, small, summary)
-        summaries.append(summary)
-    return summaries
+    return [summary if summary is not None else next(fresh) for summary in found]
 
 
 def _histogram(counts: list[int]) -> tuple[FileSizeBucket, ...]:
@@ -139,7 +133,7 @@ def read_status(
     if snapshot is not None:
         try:
             refs = read_manifest_list(table.io, snapshot.manifest_list)
-        except _READ_ERRORS as error:
+        except METADATA_READ_ERRORS as error:
             raise MetadataReadError(
                 f"table {name}: manifest list {snapshot.manifest_list} of snapshot {snapshot.snapshot_id} "
                 f"could not be read ({type(error).__name__}: {error})"
@@ -147,7 +141,7 @@ def read_status(
     summaries = _summaries(name, table.io, refs, small, workers, cache)
 
     histogram = [0] * len(SIZE_BUCKET_LABELS)
-    partitions: set[tuple[int, tuple[Any, ...]]] = set()
+    partitions: set[tuple[int, int]] = set()
     for ref, summary in zip(refs, summaries, strict=True):
         for index, count in enumerate(summary.size_histogram):
             histogram[index] += count
@@ -164,6 +158,7 @@ def read_status(
     return TableStatus(
         table=name,
         collected_at=now,
+        metadata_location=table.metadata_location,
         location=metadata.location,
         format_version=metadata.format_version,
         snapshot_id=snapshot.snapshot_id if snapshot is not None else None,
@@ -210,14 +205,4 @@ def collect_status(
     cache: ManifestCache | None = None,
 ) -> TableStatus:
     """Load the table from its catalog and measure it; failures name the table and what went wrong."""
-    try:
-        table = catalog.load_table(key.identifier)
-    except (NoSuchTableError, NoSuchNamespaceError):
-        raise TableNotFoundError(
-            f"table {key.text} does not exist in catalog {key.catalog!r} (dropped or renamed?)"
-        ) from None
-    except Exception as error:  # catalogs raise driver- and storage-specific errors; translate them all
-        raise MetadataReadError(
-            f"table {key.text}: its metadata could not be loaded ({type(error).__name__}: {error})"
-        ) from error
-    return read_status(table, key, thresholds, now, workers, cache)
+    return read_status(load_table(catalog, key), key, thresholds, now, workers, cache)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 from sqlalchemy import (
     Column,
@@ -19,19 +18,16 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    create_engine,
-    event,
     func,
     insert,
     select,
 )
 from sqlalchemy.engine import Engine as SqlEngine
-from sqlalchemy.exc import SQLAlchemyError
 
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.exceptions import ConfigurationError
+from icepack_dagster.state.state_database import open_state_database
 
 _metadata = MetaData()
 
@@ -69,29 +65,12 @@ class HistoryStore:
     """Reads and appends maintenance history; safe to share across threads."""
 
     def __init__(self, url: str) -> None:
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._engine: SqlEngine = create_engine(url, pool_pre_ping=True)
-            if url.startswith("sqlite"):
-                event.listen(self._engine, "connect", _sqlite_wal)
-            _metadata.create_all(self._engine)
-        except SQLAlchemyError as error:
-            raise ConfigurationError(
-                f"maintenance history database ({self._redacted(url)}) is not usable: "
-                f"{type(error).__name__}. Check ICEPACK_STATE_URL."
-            ) from None
-
-    @staticmethod
-    def _redacted(url: str) -> str:
-        if "@" in url and "://" in url:
-            scheme, rest = url.split("://", 1)
-            return f"{scheme}://**********@{rest.split('@', 1)[1]}"
-        return url
+        self._engine: SqlEngine = open_state_database(url, _metadata)
 
     def record(self, report: MaintenanceReport) -> None:
-        """Append a finished maintenance (dry runs are not history)."""
-        if report.outcome == "dry_run":
+        """Append a finished maintenance. Dry runs are not history, nor is a table found gone: a dropped
+        table is no failure of its maintenance and must not count towards quarantine."""
+        if report.outcome in ("dry_run", "table_gone"):
             return
         with self._engine.begin() as connection:
             connection.execute(
@@ -162,10 +141,3 @@ class HistoryStore:
             quarantined=quarantined,
             quarantined_at=_aware(runs[0].finished_at) if quarantined and runs else None,
         )
-
-
-def _sqlite_wal(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()

@@ -1,6 +1,7 @@
 """Contract: maintenance history lives in a real SQL database (SQLite and PostgreSQL). Consecutive
 failures count back to the last success or release; N in a row quarantine the table; an operator's
-release resets the count; last successes per action feed cadence; dry runs are not history."""
+release resets the count; last successes per action feed cadence; dry runs and tables found gone are
+not history."""
 
 from __future__ import annotations
 
@@ -83,3 +84,13 @@ def test_unusable_database_is_a_configuration_error_without_password() -> None:
     with pytest.raises(ConfigurationError, match="ICEPACK_STATE_URL") as caught:
         HistoryStore("postgresql+psycopg2://ice:topsecret@127.0.0.1:1/nowhere?connect_timeout=2")
     assert "topsecret" not in str(caught.value)
+
+
+def test_a_table_found_gone_is_no_failure(store: HistoryStore, request: pytest.FixtureRequest) -> None:
+    table = f"lake.ns.{request.node.callspec.id}_gone"
+    store.record(_report(table, "failed", T0))
+    gone = _report(table, "skipped", T0 + timedelta(hours=1)).model_copy(update={"table_gone": True})
+    assert gone.outcome == "table_gone"
+    store.record(gone)
+    history = store.history(table, quarantine_after_failures=3)
+    assert history.consecutive_failures == 1 and history.last_run_at == T0 + timedelta(seconds=1)

@@ -4,18 +4,14 @@ status of the same real table: appends, format v1, position deletes, equality de
 tags, no snapshot, in the embedded and the PostgreSQL catalogs. Fields it cannot know are `None`: never
 small files, histogram or partition count; data and delete bytes only when the table has delete files;
 the delete-file split only when both kinds are present; every summary-derived field when the summary
-lacks running totals or disagrees with the manifest list.
-
-`StatusTracker.refresh` re-statuses many tables: a table whose metadata file is unchanged is not read
-at all (its status survives the loss of its metadata file) and only its ages move with `now`; a changed
-table is read again decoding only new manifests; a dropped table is a failure naming it, the others are
-still measured. Invalid input fails with an error naming the table and the field or file.
+lacks running totals or disagrees with the manifest list. Invalid input fails with an error naming
+the table and the field or file.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -29,7 +25,7 @@ from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import InvalidPolicyError, MetadataReadError
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.iceberg.light_status import LightStatus, StatusTracker, read_light_status
+from icepack_dagster.iceberg.light_status import LightStatus, read_light_status
 from icepack_dagster.iceberg.status_reader import read_status
 from tests.adapters.test_manifest_cache import _counted
 from tests.adapters.test_status_reader import _table
@@ -55,7 +51,7 @@ def unknown_fields(light: LightStatus, full: TableStatus) -> set[str]:
     """Asserts every filled field equals the full status; returns the fields left None."""
     values = light.model_dump()
     for name, value in values.items():
-        if value is not None and name in TableStatus.model_fields:
+        if value is not None and name in TableStatus.model_fields and name != "depth":
             assert value == getattr(full, name), name
     if light.live_file_bytes is not None:
         assert light.live_file_bytes == full.live_data_bytes + full.live_delete_bytes
@@ -218,73 +214,3 @@ def test_invalid_input_names_the_table_and_field(spark, catalogs, namespace) -> 
     Path(urlparse(manifest_list).path).write_bytes(b"Obj\x01 truncated")
     with pytest.raises(MetadataReadError, match=f"{key.text}.*{Path(manifest_list).name}"):
         read_light_status(table, key, THRESHOLDS, datetime.now(UTC))
-    with pytest.raises(ValueError, match="depth"):
-        StatusTracker(depth="deep")  # type: ignore[arg-type]
-
-
-# --- re-status of many tables ----------------------------------------------------------------------
-class WithoutListing:
-    """A real catalog seen through `load_table` only, as catalogs without a location listing are."""
-
-    def __init__(self, inner: Catalog) -> None:
-        self.inner = inner
-
-    def load_table(self, identifier: tuple[str, ...]) -> Table:
-        return self.inner.load_table(identifier)
-
-
-def _tables(spark: Any, catalogs: CatalogSet, catalog: str, namespace: str, count: int) -> list[TableKey]:
-    keys = []
-    for index in range(count):
-        key, qualified = _table(catalogs, catalog, namespace, f"fleet_{index}")
-        spark.sql(f"CREATE TABLE {qualified} (id bigint) USING iceberg")
-        spark.sql(f"INSERT INTO {qualified} VALUES ({index})")
-        keys.append(key)
-    return keys
-
-
-@CATALOGS
-def test_refresh_reads_only_changed_tables(spark, catalogs, namespace, catalog) -> None:
-    keys = _tables(spark, catalogs, catalog, namespace, 3)
-    tracker, now = StatusTracker(), datetime.now(UTC)
-
-    first = tracker.refresh(catalogs.get(catalog), keys, THRESHOLDS, now)
-    assert first.read == tuple(k.text for k in keys) and not first.unchanged and not first.failures
-
-    changed, gone, kept = keys
-    spark.sql(f"INSERT INTO {catalog}.{namespace}.fleet_0 VALUES (10)")
-    kept_table = catalogs.get(catalog).load_table(kept.identifier)
-    Path(urlparse(kept_table.metadata_location).path).unlink()  # reading it now would fail
-    catalogs.get(catalog).drop_table(gone.identifier)
-    later = now + timedelta(hours=1)
-
-    second = tracker.refresh(catalogs.get(catalog), keys, THRESHOLDS, later)
-
-    assert second.read == (changed.text,) and second.unchanged == (kept.text,)
-    assert gone.text in second.failures[gone.text] and "does not exist" in second.failures[gone.text]
-    assert tracker.cache.misses == 3 + 1  # the changed table decoded only its new manifest
-    expected = read_status(catalogs.get(catalog).load_table(changed.identifier), changed, THRESHOLDS, later)
-    assert second.statuses[changed.text] == expected
-    aged = second.statuses[kept.text]
-    assert aged == first.statuses[kept.text].model_copy(update={
-        "collected_at": later,
-        "oldest_snapshot_age_seconds": aged.oldest_snapshot_age_seconds,
-        "newest_snapshot_age_seconds": aged.newest_snapshot_age_seconds,
-    })
-    old_age = first.statuses[kept.text].newest_snapshot_age_seconds or 0
-    assert aged.newest_snapshot_age_seconds == pytest.approx(old_age + 3600)
-
-
-def test_refresh_without_a_location_listing_loads_but_does_not_remeasure(spark, catalogs, namespace) -> None:
-    keys = _tables(spark, catalogs, "lake", namespace, 2)
-    catalog = WithoutListing(catalogs.get("lake"))
-    tracker = StatusTracker(depth="light")
-    now = datetime.now(UTC)
-
-    first = tracker.refresh(catalog, keys, THRESHOLDS, now)  # type: ignore[arg-type]
-    spark.sql(f"INSERT INTO lake.{namespace}.fleet_1 VALUES (5)")
-    second = tracker.refresh(catalog, keys, THRESHOLDS, now)  # type: ignore[arg-type]
-
-    assert len(first.read) == 2 and second.unchanged == (keys[0].text,) and second.read == (keys[1].text,)
-    assert isinstance(second.statuses[keys[1].text], LightStatus)
-    assert second.statuses[keys[1].text].total_records == 2

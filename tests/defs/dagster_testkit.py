@@ -12,8 +12,9 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH
+from icepack_dagster.defs.jobs import health_sync_run_config
 from icepack_dagster.defs.metadata import decode_health
-from icepack_dagster.defs.tags import range_tags
+from icepack_dagster.defs.tags import batch_tags
 from icepack_dagster.domain.health_model import TableHealth
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
@@ -48,13 +49,23 @@ def apply_partition_requests(instance: dg.DagsterInstance, result: dg.SensorResu
 
 
 def run_health_sync(
-    defs: dg.Definitions, instance: dg.DagsterInstance, partitions: Sequence[str], **tags: str
+    defs: dg.Definitions, instance: dg.DagsterInstance, partitions: Sequence[str], writes: str = "all"
 ) -> dg.ExecuteInProcessResult:
-    """One health-sync run over the contiguous range first..last of `partitions`."""
+    """One health-sync run over `partitions`, writing every table (as a launch from the UI) or only
+    changed ones (`writes="changes"`, as the schedule)."""
     job = defs.resolve_job_def("health_sync")
     return job.execute_in_process(
-        instance=instance, tags={**range_tags(partitions[0], partitions[-1]), **tags}
+        instance=instance,
+        run_config=health_sync_run_config(list(partitions), writes),
+        tags=batch_tags(partitions),
     )
+
+
+def sync_request(request: dg.RunRequest) -> tuple[list[str], str]:
+    """The tables a health-sync run request covers and what it writes ("changes" or "all")."""
+    assert request.job_name in (None, "health_sync"), request.job_name
+    config = request.run_config["ops"]["sync_tables"]["config"]
+    return list(config["tables"]), config.get("writes", "all")
 
 
 def run_request_tags(request: dg.RunRequest) -> dict[str, str]:
@@ -67,7 +78,11 @@ def execute_run_request(
     """Execute a sensor's run request in process (so the test's Spark session is reused)."""
     job = defs.resolve_job_def(request.job_name or job_name)
     return job.execute_in_process(
-        instance=instance, partition_key=request.partition_key, tags=dict(request.tags), raise_on_error=False
+        instance=instance,
+        partition_key=request.partition_key,
+        run_config=request.run_config,
+        tags=dict(request.tags),
+        raise_on_error=False,
     )
 
 

@@ -10,10 +10,14 @@ import dagster as dg
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.tags import RANGE_END_TAG, RANGE_START_TAG
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings, PostgresCatalogSettings
-from tests.defs.dagster_testkit import apply_partition_requests, evaluate_sensor, small_file_table
+from tests.defs.dagster_testkit import (
+    apply_partition_requests,
+    evaluate_sensor,
+    small_file_table,
+    sync_request,
+)
 
 SENSOR = "iceberg_table_discovery"
 
@@ -35,7 +39,7 @@ def test_adds_removes_and_is_idempotent(
     assert partitions(instance) == expected
     (first_sync,) = result.run_requests
     assert first_sync.job_name == "health_sync"
-    assert (first_sync.tags[RANGE_START_TAG], first_sync.tags[RANGE_END_TAG]) == (expected[0], expected[-1])
+    assert sync_request(first_sync) == (expected, "changes")
 
     again = evaluate_sensor(defs, SENSOR, instance, cursor=result.cursor)
     assert isinstance(again, dg.SkipReason)
@@ -52,7 +56,7 @@ def test_adds_removes_and_is_idempotent(
     apply_partition_requests(instance, changed)
     assert sorted(partitions(instance)) == [f"lake.{namespace}.{n}" for n in ("a", "c", "d")]
     (new_sync,) = changed.run_requests
-    assert new_sync.tags[RANGE_START_TAG] == new_sync.tags[RANGE_END_TAG] == f"lake.{namespace}.d"
+    assert sync_request(new_sync) == ([f"lake.{namespace}.d"], "changes")
     assert new_sync.run_key != first_sync.run_key
 
 
@@ -65,8 +69,8 @@ def test_new_tables_are_synced_in_batches(
     result = evaluate_sensor(defs, SENSOR, instance)
     apply_partition_requests(instance, result)
     keys = partitions(instance)
-    ranges = [(r.tags[RANGE_START_TAG], r.tags[RANGE_END_TAG]) for r in result.run_requests]
-    assert ranges == [(keys[0], keys[1]), (keys[2], keys[3]), (keys[4], keys[4])]
+    batches = [sync_request(r)[0] for r in result.run_requests]
+    assert batches == [keys[0:2], keys[2:4], keys[4:5]]
 
 
 def test_a_failing_catalog_changes_nothing(

@@ -1,7 +1,9 @@
 """Health sync: the schedule covers every table in runs of at most `health_sync_batch_size` tables
-(contiguous partition ranges, never one run per table); each run materializes `table_status` and
-`table_health` exactly once per table in it, each with that table's own metadata; a table whose
-metadata cannot be read is recorded with the error and health `unknown`, never healthy."""
+(contiguous partition ranges, never one run per table). A table's first sync writes its `table_status`
+and `table_health` pair; a scheduled sync after that writes a pair only for tables whose metadata or
+health changed (or are due a rewrite), while any other run (a click, post-maintenance) writes every
+table it covers. A table whose metadata cannot be read is recorded with the error and health `unknown`,
+never healthy."""
 
 from __future__ import annotations
 
@@ -11,21 +13,29 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import dagster as dg
+import pyarrow as pa
 
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.assets.table_health import table_health
-from icepack_dagster.defs.metadata import STATE, STATUS_ERROR
+from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.assets.table_status_and_health import table_status_and_health
+from icepack_dagster.defs.jobs import health_sync_run_config
+from icepack_dagster.defs.metadata import STATE, STATUS_ERROR, decode_status
 from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.tags import KIND_TAG, OBSERVATION, RANGE_END_TAG, RANGE_START_TAG
+from icepack_dagster.defs.table_sync import SYNC_REASON
+from icepack_dagster.defs.tags import BATCH_TAG, KIND_TAG, OBSERVATION
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
+    SCHEMA,
     apply_partition_requests,
     evaluate_sensor,
+    execute_run_request,
     latest_health,
     run_health_sync,
     small_file_table,
 )
+
+NODE = "sync_tables"
 
 TICK = datetime(2025, 3, 14, 12, 15, tzinfo=UTC)
 
@@ -67,20 +77,24 @@ def test_batched_sync_one_materialization_per_table_per_run(
     assert isinstance(requests, list) and len(requests) == 3
     seen: Counter[str] = Counter()
     for request in requests:
-        batch = tables[
-            tables.index(request.tags[RANGE_START_TAG]) : tables.index(request.tags[RANGE_END_TAG]) + 1
-        ]
-        assert 1 <= len(batch) <= 2
-        result = run_health_sync(defs, instance, batch)
+        config = request.run_config["ops"]["sync_tables"]["config"]
+        batch = config["tables"]
+        assert 1 <= len(batch) <= 2 and config["writes"] == "changes"
+        assert batch == tables[tables.index(batch[0]) : tables.index(batch[0]) + len(batch)]
+        assert request.tags[BATCH_TAG].startswith(f"{len(batch)} table(s): {batch[0]}")
+        result = execute_run_request(defs, instance, request, "health_sync")
         assert result.success
         assert result.dagster_run.tags[KIND_TAG] == OBSERVATION
-        for node in ("table_status", "table_health"):
-            events = result.asset_materializations_for_node(node)
-            assert sorted(e.partition for e in events) == sorted(batch), node
-        for event in result.asset_materializations_for_node("table_health"):
+        events = result.asset_materializations_for_node(NODE)
+        for asset_key in (TABLE_STATUS, TABLE_HEALTH):
+            mine = [e for e in events if e.asset_key == asset_key]
+            assert sorted(e.partition for e in mine) == sorted(batch), asset_key
+            assert {e.metadata[SYNC_REASON].value for e in mine} == {"first materialization"}
+        health_events = [e for e in events if e.asset_key == TABLE_HEALTH]
+        for event in health_events:
             assert event.metadata[STATE].value in {"healthy", "warning", "critical", "unknown"}
             assert event.metadata["summary"].value
-        seen.update(e.partition for e in result.asset_materializations_for_node("table_health"))
+        seen.update(e.partition for e in health_events)
     assert seen == Counter(tables)
 
     states = {t.rsplit(".", 1)[1]: latest_health(instance, t) for t in tables}
@@ -99,15 +113,136 @@ def test_batched_sync_one_materialization_per_table_per_run(
     assert STATUS_ERROR in status_events[0].asset_materialization.metadata
 
 
-def test_health_without_status_is_unknown(
+def _written(result: dg.ExecuteInProcessResult) -> dict[str, str]:
+    """Partition -> why its pair was written, checking status and health were written together."""
+    events = result.asset_materializations_for_node(NODE)
+    status = {e.partition: e.metadata[SYNC_REASON].value for e in events if e.asset_key == TABLE_STATUS}
+    health = {e.partition: e.metadata[SYNC_REASON].value for e in events if e.asset_key == TABLE_HEALTH}
+    assert status == health
+    return status
+
+
+def test_scheduled_sync_writes_only_what_changed(
     defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
 ) -> None:
-    small_file_table(catalogs.get("lake"), f"{namespace}.fresh", appends=1)
+    lake = catalogs.get("lake")
+    growing = small_file_table(lake, f"{namespace}.growing", appends=1)
+    small_file_table(lake, f"{namespace}.quiet", appends=1)
+    small_file_table(lake, f"{namespace}.crowded", appends=9)
     apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
-    partition = f"lake.{namespace}.fresh"
-    result = dg.materialize(
-        [table_health], instance=instance, partition_key=partition, resources=defs.resources
+    tables = list(instance.get_dynamic_partitions("iceberg_tables"))
+
+    first = _written(run_health_sync(defs, instance, tables, writes="changes"))
+    assert set(first) == set(tables)
+
+    unchanged = run_health_sync(defs, instance, tables, writes="changes")
+    assert unchanged.success and _written(unchanged) == {}, "nothing changed, nothing is written"
+
+    growing.append(pa.table({"id": [99], "name": ["late"]}, schema=SCHEMA))
+    third = run_health_sync(defs, instance, tables, writes="changes")
+    grown = f"lake.{namespace}.growing"
+    assert _written(third) == {grown: "metadata changed"}
+    status = decode_status(dict(third.asset_materializations_for_node(NODE)[0].metadata))
+    assert status is not None and status.total_records == 2
+    assert status.metadata_location == lake.load_table(f"{namespace}.growing").metadata_location
+
+    everything = run_health_sync(defs, instance, tables)  # a launch from the UI: writes defaults to all
+    assert _written(everything) == dict.fromkeys(tables, "every table of this run")
+    assert latest_health(instance, f"lake.{namespace}.crowded").state == "critical"
+
+
+def test_health_change_without_metadata_change_is_written(
+    scoped_settings: IcepackSettings,
+    platform: PlatformSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+) -> None:
+    lake = catalogs.get("lake")
+    small_file_table(lake, f"{namespace}.few", appends=3)
+    small_file_table(lake, f"{namespace}.crowded", appends=9)
+    defs = build_definitions(scoped_settings, platform)
+    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
+    tables = list(instance.get_dynamic_partitions("iceberg_tables"))
+    assert set(_written(run_health_sync(defs, instance, tables, writes="changes"))) == set(tables)
+    few = f"lake.{namespace}.few"
+    assert latest_health(instance, few).state == "healthy"  # 3 small files: under the minimum count
+
+    # The operator lowers the minimum count: no table changed, but `few` is now unhealthy. Its status
+    # is not read again (the file-size limits are the same), its health is judged anew and written.
+    stricter = scoped_settings.model_copy(
+        update={"thresholds": scoped_settings.thresholds.model_copy(update={"small_file_min_count": 2})}
     )
-    assert result.success
-    health = latest_health(instance, partition)
-    assert health.state == "unknown" and "materialize table_status" in (health.error or "")
+    result = run_health_sync(build_definitions(stricter, platform), instance, tables, writes="changes")
+    assert _written(result) == {few: "health changed"}
+    assert latest_health(instance, few).state == "critical"
+
+
+def test_a_table_that_cannot_be_measured_is_rewritten_only_when_due(
+    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    broken = small_file_table(catalogs.get("lake"), f"{namespace}.broken", appends=2)
+    Path(urlparse(broken.current_snapshot().manifest_list).path).unlink()
+    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
+    tables = list(instance.get_dynamic_partitions("iceberg_tables"))
+
+    first = _written(run_health_sync(defs, instance, tables, writes="changes"))
+    assert first == {tables[0]: "first materialization"}
+    assert latest_health(instance, tables[0]).state == "unknown"
+    again = run_health_sync(defs, instance, tables, writes="changes")
+    assert _written(again) == {}, "the same error is not rewritten"
+
+
+def _planned_events(instance: dg.DagsterInstance, run_id: str) -> int:
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, limit=10_000
+    ).records
+    return len(records)
+
+
+def test_sync_runs_plan_no_materialization_per_table_and_a_click_writes_both_assets(
+    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    """The health-sync job records materializations without planning one per table (one stored event
+    per table and asset in Dagster's open-source storages); a click on the assets in the UI runs the
+    multi-asset, which plans them as usual and writes every selected table."""
+    lake = catalogs.get("lake")
+    small_file_table(lake, f"{namespace}.a", appends=1)
+    small_file_table(lake, f"{namespace}.b", appends=9)
+    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
+    tables = list(instance.get_dynamic_partitions("iceberg_tables"))
+
+    sync = run_health_sync(defs, instance, tables)
+    assert _planned_events(instance, sync.run_id) == 0 and len(_written(sync)) == 2
+
+    clicked = dg.materialize(
+        [table_status_and_health], instance=instance, partition_key=tables[1], resources=defs.resources
+    )
+    assert clicked.success and _planned_events(instance, clicked.run_id) == 2
+    events = clicked.asset_materializations_for_node("table_status_and_health")
+    assert sorted((e.asset_key.to_user_string(), e.partition) for e in events) == [
+        ("table_health", tables[1]), ("table_status", tables[1])
+    ]
+    assert latest_health(instance, tables[1]).state == "critical"
+
+
+def test_a_sync_of_unknown_tables_names_them(
+    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    small_file_table(catalogs.get("lake"), f"{namespace}.real", appends=1)
+    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
+    real = f"lake.{namespace}.real"
+    typo = f"lake.{namespace}.reel"
+
+    partly = run_health_sync(defs, instance, [typo, real])
+    assert partly.success and _written(partly) == {real: "every table of this run"}
+    job = defs.resolve_job_def("health_sync")
+    failed = job.execute_in_process(
+        instance=instance, run_config=health_sync_run_config([typo], "all"), raise_on_error=False
+    )
+    assert not failed.success
+    failure = failed.failure_data_for_node("sync_tables")
+    assert failure is not None and "none of the tables of this run" in failure.error.message
+    assert not instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=TABLE_STATUS, asset_partitions=[typo]), limit=1
+    ).records

@@ -18,7 +18,6 @@ import pytest
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.metadata import OUTCOME, decode_report
 from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.tags import RANGE_END_TAG, RANGE_START_TAG
 from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.engine import Engine
@@ -29,6 +28,7 @@ from tests.defs.dagster_testkit import (
     evaluate_sensor,
     execute_run_request,
     latest_health,
+    sync_request,
 )
 from tests.tables_testkit import table_fingerprint
 
@@ -102,7 +102,7 @@ def test_unhealthy_table_is_maintained_without_a_click(
     assert table_fingerprint(spark, qualified) == before
 
     remeasure = after_run(defs, "post_maintenance_health_sensor", instance, maintenance)
-    assert (remeasure.tags[RANGE_START_TAG], remeasure.tags[RANGE_END_TAG]) == (partition, partition)
+    assert sync_request(remeasure) == ([partition], "all")
     synced = execute_run_request(defs, instance, remeasure, "health_sync")
     assert synced.success
     assert latest_health(instance, partition).state == "healthy"

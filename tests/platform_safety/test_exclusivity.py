@@ -50,6 +50,7 @@ import dagster as dg
 
 from icepack_dagster.definitions import ASSETS, JOBS
 from icepack_dagster.defs.jobs import maintenance_job
+from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.defs.resources import build_resources
 from icepack_dagster.defs.tags import maintenance_tags
 
@@ -67,7 +68,10 @@ def two_triggers(context: dg.SensorEvaluationContext) -> list[dg.RunRequest]:
 
 
 defs = dg.Definitions(
-    assets=list(ASSETS), jobs=list(JOBS), sensors=[two_triggers], resources=build_resources(SETTINGS, 1)
+    assets=list(ASSETS),
+    jobs=list(JOBS),
+    sensors=[two_triggers],
+    resources=build_resources(SETTINGS, PlatformSettings(health_sync_workers=1)),
 )
 '''
 

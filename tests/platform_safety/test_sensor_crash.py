@@ -59,13 +59,14 @@ from icepack_dagster.defs.resources import build_resources
 from icepack_dagster.defs.sensors.maintenance_sensor import build_maintenance_sensor
 
 PLATFORM = PlatformSettings(
-    maintenance_interval_seconds=5, maintenance_runs_per_tick=4, max_maintenance_in_flight=50
+    maintenance_interval_seconds=5, maintenance_runs_per_tick=4, max_maintenance_in_flight=50,
+    health_sync_workers=1,
 )
 defs = dg.Definitions(
     assets=list(ASSETS),
     jobs=list(JOBS),
     sensors=[build_maintenance_sensor(PLATFORM)],
-    resources=build_resources(SETTINGS, 1),
+    resources=build_resources(SETTINGS, PLATFORM),
 )
 """
 SKIPPED = re.compile(

@@ -6,7 +6,6 @@ import dagster as dg
 
 from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.assets.maintained_table import maintained_table
-from icepack_dagster.defs.assets.table_health import table_health
 from icepack_dagster.defs.event_reads import latest, latest_per_partition, metadata_of, new_materializations
 from icepack_dagster.defs.fleet import FleetSummary, write_prometheus_file
 from icepack_dagster.defs.metadata import (
@@ -72,7 +71,7 @@ def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> t
     return files, size, seen
 
 
-@dg.asset(deps=[table_health, maintained_table], group_name="fleet", kinds={"iceberg"})
+@dg.asset(deps=[TABLE_HEALTH, maintained_table], group_name="fleet", kinds={"iceberg"})
 def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -> dg.MaterializeResult:
     """Tables by health state, maintenance pending and running, quarantined tables, and files and bytes
     reclaimed so far. Also written as Prometheus metrics for node-exporter's textfile collector.

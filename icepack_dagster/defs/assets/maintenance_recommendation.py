@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from icepack_dagster.defs.assets.table_health import table_health
+from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.metadata import recommendation_metadata, state_rank
 from icepack_dagster.defs.partitions import ICEBERG_TABLES, table_key
 from icepack_dagster.defs.resources import IcepackResource
@@ -16,7 +16,7 @@ from icepack_dagster.exceptions import TableNotFoundError
 
 @dg.asset(
     partitions_def=ICEBERG_TABLES,
-    deps=[table_health],
+    deps=[TABLE_HEALTH],
     group_name="iceberg_tables",
     kinds={"iceberg"},
 )
@@ -56,7 +56,7 @@ def maintenance_recommendation(
                 columns=[dg.TableColumn("field"), dg.TableColumn("value"), dg.TableColumn("source")]
             ),
         ),
-        "health": dg.MetadataValue.asset(table_health.key),
+        "health": dg.MetadataValue.asset(TABLE_HEALTH),
     }
     context.log.info(
         f"{key.text}: {len(recommendation.actions)} action(s), {len(recommendation.skipped)} left out"

@@ -3,9 +3,9 @@ maintenance sensor, which read health) reflect the work within seconds instead o
 
 import dagster as dg
 
-from icepack_dagster.defs.jobs import health_sync_job, maintenance_job
+from icepack_dagster.defs.jobs import health_sync_job, health_sync_run_config, maintenance_job
 from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.tags import range_tags
+from icepack_dagster.defs.tags import batch_tags
 
 PARTITION_TAG = "dagster/partition"
 
@@ -27,7 +27,9 @@ def build_post_maintenance_sensor(platform: PlatformSettings) -> dg.RunStatusSen
         if partition is None:
             return dg.SkipReason(f"run {context.dagster_run.run_id} has no partition tag")
         return dg.RunRequest(
-            run_key=f"post-maintenance:{context.dagster_run.run_id}", tags=range_tags(partition, partition)
+            run_key=f"post-maintenance:{context.dagster_run.run_id}",
+            run_config=health_sync_run_config([partition], "all"),
+            tags=batch_tags([partition]),
         )
 
     return post_maintenance_health_sensor

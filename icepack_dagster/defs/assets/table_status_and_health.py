@@ -1,0 +1,48 @@
+"""`table_status` and `table_health`: what each table is, measured from its Iceberg metadata (no
+Spark), and how healthy that is. One step produces both, so a health is always judged from the status
+measured with it.
+
+This multi-asset is what a click on either asset in the UI runs (every selected table is written).
+Scheduled syncs, first syncs of new tables and post-maintenance refreshes run the `health_sync` job,
+which does the same work through `table_sync.sync_tables` without planning a materialization per
+partition (see docs/PERFORMANCE.md).
+"""
+
+import dagster as dg
+
+from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.partitions import ICEBERG_TABLES
+from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.table_sync import sync_tables
+
+_STATUS_SPEC = dg.AssetSpec(
+    TABLE_STATUS,
+    partitions_def=ICEBERG_TABLES,
+    group_name="iceberg_tables",
+    kinds={"iceberg"},
+    skippable=True,
+    description="File, manifest and snapshot facts of one Iceberg table, read from its metadata alone. "
+    "A table whose metadata cannot be read is recorded with `status_error` (its health is `unknown`).",
+)
+_HEALTH_SPEC = dg.AssetSpec(
+    TABLE_HEALTH,
+    partitions_def=ICEBERG_TABLES,
+    deps=[TABLE_STATUS],
+    group_name="iceberg_tables",
+    kinds={"iceberg"},
+    skippable=True,
+    description="Healthy, warning, critical or unknown, with each issue explained; the maintenance "
+    "sensor reads it. Unknown (never healthy) when the status could not be measured.",
+)
+
+
+@dg.multi_asset(
+    specs=[_STATUS_SPEC, _HEALTH_SPEC],
+    partitions_def=ICEBERG_TABLES,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+)
+def table_status_and_health(context: dg.AssetExecutionContext, icepack: IcepackResource):  # type: ignore[no-untyped-def]
+    """Measure and judge the selected tables; write a `table_status` and a `table_health`
+    materialization for each."""
+    sync_tables(context, icepack, context.partition_keys, only_changes=False)
+    yield from ()

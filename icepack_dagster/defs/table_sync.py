@@ -1,0 +1,139 @@
+"""Measuring and judging a batch of tables and recording the results: the work behind both the
+`health_sync` job (what the schedule, discovery and post-maintenance runs use) and a click on
+`table_status`/`table_health` in the UI.
+
+It reads only tables whose metadata file changed since their last `table_status` (the rest are that
+status with snapshot ages moved to now), judges every table's health, and writes a `table_status` and
+a `table_health` materialization per table: for every table, or (`only_changes`) only for tables whose
+status or health changed or are due a rewrite (see `health_sync_writes`).
+"""
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
+from icepack_dagster.defs.health_sync_writes import LastWrite, RewritePolicy, write_reason
+from icepack_dagster.defs.metadata import (
+    decode_health,
+    decode_status,
+    health_metadata,
+    status_failure_metadata,
+    status_metadata,
+)
+from icepack_dagster.defs.partitions import table_key
+from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.domain.health import unknown_health
+from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.engine import utc_now
+from icepack_dagster.exceptions import IcepackError
+
+SYNC_REASON = "sync_reason"
+EVERY_TABLE = "every table of this run"
+
+def _keys(partitions: list[str]) -> tuple[dict[str, TableKey], dict[str, str]]:
+    keys: dict[str, TableKey] = {}
+    bad: dict[str, str] = {}
+    for partition in partitions:
+        try:
+            keys[partition] = table_key(partition)
+        except IcepackError as error:
+            bad[partition] = str(error)
+    return keys, bad
+
+
+def _last_writes(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, LastWrite]:
+    records = latest_per_partition(instance, TABLE_HEALTH, partitions)
+    return {
+        partition: LastWrite(
+            health=decode_health(metadata_of(record)),
+            written_at=datetime.fromtimestamp(record.timestamp, UTC),
+        )
+        for partition, record in records.items()
+    }
+
+
+def _known_statuses(
+    instance: dg.DagsterInstance, keys: dict[str, TableKey]
+) -> dict[TableKey, TableStatus]:
+    known = {}
+    for partition, record in latest_per_partition(instance, TABLE_STATUS, list(keys)).items():
+        status = decode_status(metadata_of(record))
+        if status is not None:
+            known[keys[partition]] = status
+    return known
+
+
+def sync_tables(
+    context: dg.OpExecutionContext | dg.AssetExecutionContext,
+    icepack: IcepackResource,
+    partitions: Sequence[str],
+    only_changes: bool,
+) -> None:
+    """Measure and judge `partitions`; log their `table_status` and `table_health` materializations."""
+    partitions = list(partitions)
+    instance = context.instance
+    policy = RewritePolicy(icepack.health_rewrite_hours, icepack.attention_rewrite_hours)
+    engine = icepack.engine
+    now = utc_now()
+    started = time.monotonic()
+
+    keys, failures = _keys(partitions)
+    refresh = engine.refresh_statuses(
+        list(keys.values()), _known_statuses(instance, keys), now, icepack.table_workers
+    )
+    failures |= {p: refresh.failures[k.text] for p, k in keys.items() if k.text in refresh.failures}
+    read = {p for p, k in keys.items() if k.text in set(refresh.read)}
+    context.log.info(
+        f"measured {len(partitions)} tables in {time.monotonic() - started:.1f} s: {len(read)} read "
+        f"(new or changed metadata), {len(refresh.unchanged)} unchanged, {len(failures)} failed"
+    )
+    last_writes = _last_writes(instance, partitions) if only_changes else {}
+    written = dict.fromkeys(HealthState, 0)
+    for partition in partitions:
+        key = keys.get(partition)
+        status = refresh.statuses.get(key.text) if key is not None else None
+        if status is None:
+            error = failures.get(partition, "no status was measured")
+            context.log.warning(f"{partition}: status unavailable: {error}")
+            health, status_md = unknown_health(partition, error), status_failure_metadata(error)
+        else:
+            assert isinstance(status, TableStatus)
+            health, status_md = engine.health(status), status_metadata(status)
+        reason = (
+            write_reason(partition, health, partition in read, last_writes.get(partition), now, policy)
+            if only_changes
+            else EVERY_TABLE
+        )
+        if reason is not None:
+            written[health.state] += 1
+            _log_pair(context, partition, status_md, health_metadata(health), reason)
+    total = sum(written.values())
+    states = ", ".join(f"{n} {state.value}" for state, n in written.items() if n)
+    context.log.info(
+        f"wrote status and health for {total} of {len(partitions)} tables"
+        + (f" ({states})" if total else "")
+        + ("; the others are unchanged since their last materialization" if total < len(partitions) else "")
+    )
+
+
+def _log_pair(
+    context: dg.OpExecutionContext | dg.AssetExecutionContext,
+    partition: str,
+    status_md: dict[str, dg.MetadataValue],
+    health_md: dict[str, dg.MetadataValue],
+    reason: str,
+) -> None:
+    """One table's `table_status` and `table_health` materializations, each saying why it was written."""
+    why = dg.MetadataValue.text(reason)
+    status_md[SYNC_REASON] = why
+    health_md[SYNC_REASON] = why
+    health_md["status"] = dg.MetadataValue.asset(TABLE_STATUS)
+    for asset_key, metadata in ((TABLE_STATUS, status_md), (TABLE_HEALTH, health_md)):
+        event = dg.AssetMaterialization(asset_key=asset_key, partition=partition, metadata=metadata)
+        context.log_event(event)

@@ -1,0 +1,233 @@
+"""Incremental status of many tables: read only the tables whose metadata file changed.
+
+An Iceberg table's facts are fixed by its metadata file; only the snapshot ages move with the clock. So
+a tracker that knows a table's last status and the metadata file it came from need not read the table
+again while that file is current. One query lists every table's current metadata location (SQL
+catalogs); other catalogs load each table (one request) to learn it. A changed table is read again,
+decoding only manifests the tracker's `ManifestCache` has not seen.
+
+What the tracker knows comes from its own earlier refreshes or, in a new process, from `remember`
+(the platform seeds it with each table's last materialized status).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.table import Table
+from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import CatalogUnavailableError, IcepackError, TableNotFoundError
+from icepack_dagster.iceberg.catalogs import load_table
+from icepack_dagster.iceberg.light_status import (
+    LightStatus,
+    StatusDepth,
+    read_light_status,
+    snapshot_ages,
+    snapshot_span,
+)
+from icepack_dagster.iceberg.manifest_reader import ManifestCache
+from icepack_dagster.iceberg.status_reader import file_size_limits, read_status
+
+AnyStatus = TableStatus | LightStatus
+
+
+def metadata_locations(catalog: Catalog) -> dict[tuple[str, ...], str] | None:
+    """Every table's current metadata file in one query (identifier -> location) for a SQL catalog;
+    None for other catalog kinds, whose tables must be loaded one by one to learn it."""
+    if not isinstance(catalog, SqlCatalog):
+        return None
+    query = select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location)
+    try:
+        with Session(catalog.engine) as session:
+            rows = session.execute(query.where(IcebergTables.catalog_name == catalog.name)).all()
+    except SQLAlchemyError as error:
+        raise CatalogUnavailableError(
+            f"catalog {catalog.name!r}: its table list could not be read ({type(error).__name__}: {error})"
+        ) from error
+    return {(*Catalog.identifier_to_tuple(ns), name): loc for ns, name, loc in rows if loc is not None}
+
+
+class FleetRefresh(BaseModel):
+    """One refresh of many tables: a status per table that could be measured, and why others could not."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    statuses: dict[str, AnyStatus] = Field(description="Table key text -> status")
+    read: tuple[str, ...] = Field(description="Tables read: new, or their metadata file changed")
+    unchanged: tuple[str, ...] = Field(description="Tables not read at all: same metadata file as before")
+    failures: dict[str, str] = Field(default_factory=dict, description="Table key text -> error")
+
+
+class _Known(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    metadata_location: str
+    status: AnyStatus
+    snapshot_span: tuple[int, int] | None  # oldest and newest snapshot (ms), for ages at a later `now`
+
+
+class _Outcome(BaseModel):
+    """What refreshing one table found: a status (read or aged) or an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: AnyStatus | None = None
+    known: _Known | None = None  # set when the table was read
+    error: str | None = None
+
+
+class StatusTracker:
+    """Statuses of many tables of one catalog, kept between refreshes (one tracker per catalog and
+    process; `refresh` is not reentrant). `depth` "full" reads changed tables with `read_status` and the
+    tracker's `ManifestCache`; "light" with `read_light_status`. `table_workers` tables are loaded and
+    read at once (object stores and REST catalogs are latency-bound); `workers` manifests per table."""
+
+    def __init__(
+        self,
+        depth: StatusDepth = "full",
+        cache: ManifestCache | None = None,
+        workers: int = 8,
+        table_workers: int = 1,
+    ) -> None:
+        if depth not in ("full", "light"):
+            raise ValueError(f"StatusTracker depth must be 'full' or 'light', got {depth!r}")
+        if table_workers < 1:
+            raise ValueError(f"StatusTracker table_workers must be at least 1, got {table_workers}")
+        self.depth = depth
+        self.cache = cache if cache is not None else ManifestCache()
+        self.workers = workers
+        self.table_workers = table_workers
+        self._known: dict[TableKey, _Known] = {}
+
+    def remember(self, key: TableKey, status: AnyStatus) -> None:
+        """Take a status measured earlier (by another process) as known, so the table is not read again
+        while its metadata file is the same. A status without its metadata file is ignored."""
+        if status.metadata_location is None:
+            return
+        self._known[key] = _Known(
+            metadata_location=status.metadata_location, status=status, snapshot_span=_span_of(status)
+        )
+
+    def refresh(
+        self, catalog: Catalog, keys: Iterable[TableKey], thresholds: HealthThresholds, now: datetime
+    ) -> FleetRefresh:
+        """A status for each of `keys` at `now`, reading only tables whose metadata file changed."""
+        if now.tzinfo is None:
+            raise ValueError(f"StatusTracker.refresh: 'now' must be timezone-aware, got {now!r}")
+        keys = list(keys)
+        try:
+            locations = metadata_locations(catalog)
+        except CatalogUnavailableError as error:
+            for key in keys:
+                self._known.pop(key, None)
+            failed = {key.text: str(error) for key in keys}
+            return FleetRefresh(statuses={}, read=(), unchanged=(), failures=failed)
+        outcomes = self._outcomes(catalog, keys, thresholds, now, locations)
+        statuses: dict[str, AnyStatus] = {}
+        read: list[str] = []
+        unchanged: list[str] = []
+        failures: dict[str, str] = {}
+        for key, outcome in zip(keys, outcomes, strict=True):
+            if outcome.error is not None:
+                self._known.pop(key, None)
+                failures[key.text] = outcome.error
+                continue
+            assert outcome.status is not None
+            statuses[key.text] = outcome.status
+            if outcome.known is not None:
+                self._known[key] = outcome.known
+                read.append(key.text)
+            else:
+                unchanged.append(key.text)
+        return FleetRefresh(
+            statuses=statuses, read=tuple(read), unchanged=tuple(unchanged), failures=failures
+        )
+
+    def _outcomes(
+        self,
+        catalog: Catalog,
+        keys: Sequence[TableKey],
+        thresholds: HealthThresholds,
+        now: datetime,
+        locations: dict[tuple[str, ...], str] | None,
+    ) -> list[_Outcome]:
+        def one(key: TableKey) -> _Outcome:
+            return self._refresh_one(catalog, key, thresholds, now, locations)
+
+        if self.table_workers == 1 or len(keys) <= 1:
+            return [one(key) for key in keys]
+        with ThreadPoolExecutor(max_workers=min(self.table_workers, len(keys))) as pool:
+            return list(pool.map(one, keys))
+
+    def _refresh_one(
+        self,
+        catalog: Catalog,
+        key: TableKey,
+        thresholds: HealthThresholds,
+        now: datetime,
+        locations: dict[tuple[str, ...], str] | None,
+    ) -> _Outcome:
+        known = self._known.get(key)
+        if known is not None and not _same_limits(key, known.status, thresholds):
+            known = None  # thresholds changed since: small-file counts must be taken again
+        try:
+            listed = locations.get(key.identifier) if locations is not None else None
+            if locations is not None and listed is None:
+                raise TableNotFoundError(f"table {key.text} does not exist in catalog {key.catalog!r}")
+            if known is not None and listed == known.metadata_location:
+                return _Outcome(status=_aged(known, now))
+            table = load_table(catalog, key)
+            if known is not None and table.metadata_location == known.metadata_location:
+                return _Outcome(status=_aged(known, now))  # a catalog without a location listing
+            status = self._read(table, key, thresholds, now)
+        except IcepackError as error:
+            return _Outcome(error=str(error))
+        # The listed location, when older than the loaded one, makes the next refresh read again: safe.
+        known = _Known(
+            metadata_location=listed or table.metadata_location,
+            status=status,
+            snapshot_span=snapshot_span(table.metadata),
+        )
+        return _Outcome(status=status, known=known)
+
+    def _read(self, table: Table, key: TableKey, thresholds: HealthThresholds, now: datetime) -> AnyStatus:
+        if self.depth == "light":
+            return read_light_status(table, key, thresholds, now)
+        return read_status(table, key, thresholds, now, self.workers, self.cache)
+
+
+def _same_limits(key: TableKey, status: AnyStatus, thresholds: HealthThresholds) -> bool:
+    """Whether the file-size limits the status was measured with still hold under `thresholds`."""
+    try:
+        limits = file_size_limits(key.text, status.properties, thresholds)
+    except IcepackError:
+        return False
+    return limits == (status.target_file_size_bytes, status.small_file_threshold_bytes)
+
+
+def _span_of(status: AnyStatus) -> tuple[int, int] | None:
+    """The oldest and newest snapshot times (ms) a status's ages were measured from."""
+    oldest, newest = status.oldest_snapshot_age_seconds, status.newest_snapshot_age_seconds
+    if oldest is None or newest is None:
+        return None
+    at_ms = status.collected_at.timestamp() * 1000
+    return round(at_ms - oldest * 1000), round(at_ms - newest * 1000)
+
+
+def _aged(known: _Known, now: datetime) -> AnyStatus:
+    """The kept status with `collected_at` and snapshot ages moved to `now`; nothing else can change
+    while the metadata file is the same."""
+    oldest, newest = snapshot_ages(known.snapshot_span, now)
+    ages = {"oldest_snapshot_age_seconds": oldest, "newest_snapshot_age_seconds": newest}
+    return known.status.model_copy(update={"collected_at": now, **ages})

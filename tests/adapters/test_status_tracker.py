@@ -1,0 +1,152 @@
+"""Contract: `StatusTracker.refresh` re-statuses many tables. A table whose metadata file is unchanged
+is not read at all (its status survives the loss of its metadata file) and only its ages move with
+`now`; a changed table is read again, decoding only new manifests; a dropped table is a failure naming
+it, the others are still measured. What a tracker knows can come from another process (`remember`, as
+the platform seeds it from the last materialized status); a status measured under other file-size
+limits is measured again. Tables are read in parallel with the same results, in both catalogs.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.iceberg.light_status import LightStatus
+from icepack_dagster.iceberg.status_reader import read_status
+from icepack_dagster.iceberg.status_tracker import StatusTracker
+from tests.adapters.test_status_reader import _table
+
+THRESHOLDS = HealthThresholds()
+CATALOGS = pytest.mark.parametrize("catalog", ["lake", "pg"])
+
+
+class WithoutListing:
+    """A real catalog seen through `load_table` only, as catalogs without a location listing are."""
+
+    def __init__(self, inner: Catalog) -> None:
+        self.inner = inner
+
+    def load_table(self, identifier: tuple[str, ...]) -> Table:
+        return self.inner.load_table(identifier)
+
+
+def _tables(spark: Any, catalogs: CatalogSet, catalog: str, namespace: str, count: int) -> list[TableKey]:
+    keys = []
+    for index in range(count):
+        key, qualified = _table(catalogs, catalog, namespace, f"fleet_{index}")
+        spark.sql(f"CREATE TABLE {qualified} (id bigint) USING iceberg")
+        spark.sql(f"INSERT INTO {qualified} VALUES ({index})")
+        keys.append(key)
+    return keys
+
+
+@CATALOGS
+def test_refresh_reads_only_changed_tables(spark, catalogs, namespace, catalog) -> None:
+    keys = _tables(spark, catalogs, catalog, namespace, 3)
+    tracker, now = StatusTracker(), datetime.now(UTC)
+
+    first = tracker.refresh(catalogs.get(catalog), keys, THRESHOLDS, now)
+    assert first.read == tuple(k.text for k in keys) and not first.unchanged and not first.failures
+
+    changed, gone, kept = keys
+    spark.sql(f"INSERT INTO {catalog}.{namespace}.fleet_0 VALUES (10)")
+    kept_table = catalogs.get(catalog).load_table(kept.identifier)
+    Path(urlparse(kept_table.metadata_location).path).unlink()  # reading it now would fail
+    catalogs.get(catalog).drop_table(gone.identifier)
+    later = now + timedelta(hours=1)
+
+    second = tracker.refresh(catalogs.get(catalog), keys, THRESHOLDS, later)
+
+    assert second.read == (changed.text,) and second.unchanged == (kept.text,)
+    assert gone.text in second.failures[gone.text] and "does not exist" in second.failures[gone.text]
+    assert tracker.cache.misses == 3 + 1  # the changed table decoded only its new manifest
+    expected = read_status(catalogs.get(catalog).load_table(changed.identifier), changed, THRESHOLDS, later)
+    assert second.statuses[changed.text] == expected
+    aged = second.statuses[kept.text]
+    assert aged == first.statuses[kept.text].model_copy(update={
+        "collected_at": later,
+        "oldest_snapshot_age_seconds": aged.oldest_snapshot_age_seconds,
+        "newest_snapshot_age_seconds": aged.newest_snapshot_age_seconds,
+    })
+    old_age = first.statuses[kept.text].newest_snapshot_age_seconds or 0
+    assert aged.newest_snapshot_age_seconds == pytest.approx(old_age + 3600)
+
+
+def test_refresh_without_a_location_listing_loads_but_does_not_remeasure(spark, catalogs, namespace) -> None:
+    keys = _tables(spark, catalogs, "lake", namespace, 2)
+    catalog = WithoutListing(catalogs.get("lake"))
+    tracker = StatusTracker(depth="light")
+    now = datetime.now(UTC)
+
+    first = tracker.refresh(catalog, keys, THRESHOLDS, now)  # type: ignore[arg-type]
+    spark.sql(f"INSERT INTO lake.{namespace}.fleet_1 VALUES (5)")
+    second = tracker.refresh(catalog, keys, THRESHOLDS, now)  # type: ignore[arg-type]
+
+    assert len(first.read) == 2 and second.unchanged == (keys[0].text,) and second.read == (keys[1].text,)
+    assert isinstance(second.statuses[keys[1].text], LightStatus)
+    assert second.statuses[keys[1].text].total_records == 2
+
+
+def test_invalid_tracker_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="depth"):
+        StatusTracker(depth="deep")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="table_workers"):
+        StatusTracker(table_workers=0)
+
+
+@CATALOGS
+def test_a_remembered_status_spares_the_read_in_a_new_process(spark, catalogs, namespace, catalog) -> None:
+    keys = _tables(spark, catalogs, catalog, namespace, 3)
+    now = datetime.now(UTC)
+    earlier = StatusTracker().refresh(catalogs.get(catalog), keys, THRESHOLDS, now)
+    # What the platform keeps: the status as JSON in a materialization, decoded by the next run.
+    remembered = {
+        key: TableStatus.model_validate_json(earlier.statuses[key.text].model_dump_json()) for key in keys
+    }
+    spark.sql(f"INSERT INTO {catalog}.{namespace}.fleet_2 VALUES (7)")
+
+    tracker = StatusTracker(table_workers=3)
+    for key, status in remembered.items():
+        tracker.remember(key, status)
+    later = now + timedelta(minutes=15)
+    refresh = tracker.refresh(catalogs.get(catalog), keys, THRESHOLDS, later)
+
+    assert refresh.unchanged == (keys[0].text, keys[1].text) and refresh.read == (keys[2].text,)
+    assert tracker.cache.misses == 2  # only the changed table's manifests: its old one and its new one
+    kept = refresh.statuses[keys[0].text]
+    assert kept.collected_at == later and kept.total_records == 1
+    old_age = remembered[keys[0]].newest_snapshot_age_seconds or 0
+    assert kept.newest_snapshot_age_seconds == pytest.approx(old_age + 900, abs=0.01)
+    assert refresh.statuses[keys[2].text].total_records == 2
+
+
+def test_a_status_measured_under_other_file_size_limits_is_read_again(spark, catalogs, namespace) -> None:
+    keys = _tables(spark, catalogs, "lake", namespace, 1)
+    now = datetime.now(UTC)
+    status = StatusTracker().refresh(catalogs.get("lake"), keys, THRESHOLDS, now).statuses[keys[0].text]
+    tracker = StatusTracker()
+    tracker.remember(keys[0], status)
+    assert tracker.refresh(catalogs.get("lake"), keys, THRESHOLDS, now).unchanged == (keys[0].text,)
+
+    wider = THRESHOLDS.model_copy(update={"small_file_default_ratio": 0.5})
+    again = tracker.refresh(catalogs.get("lake"), keys, wider, now)
+    assert again.read == (keys[0].text,)
+    assert again.statuses[keys[0].text].small_file_threshold_bytes != status.small_file_threshold_bytes
+
+
+def test_parallel_reads_give_the_same_statuses(spark, catalogs, namespace) -> None:
+    keys = _tables(spark, catalogs, "lake", namespace, 4)
+    now = datetime.now(UTC)
+    one = StatusTracker().refresh(catalogs.get("lake"), keys, THRESHOLDS, now)
+    four = StatusTracker(table_workers=4).refresh(catalogs.get("lake"), keys, THRESHOLDS, now)
+    assert one == four and len(four.read) == 4
