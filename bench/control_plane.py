@@ -176,6 +176,16 @@ def main() -> None:
         wall, cpu, again = timed(lambda: tick(defs, "maintenance_sensor", instance, result.cursor))
         rows.append(["maintenance sensor, steady tick", wall, cpu, "-", _describe(again)])
 
+        removed = partitions[-min(10_000, count // 2) :]
+
+        def remove() -> None:  # what the daemon does with the discovery sensor's delete request
+            for partition in removed:
+                instance.delete_dynamic_partition(PARTITIONS_NAME, partition)
+
+        wall, cpu, _ = timed(remove)
+        rows.append([f"remove {len(removed):,} dynamic partitions", wall, cpu, "-",
+                     "one call each, as the daemon applies a delete request"])
+
     table(
         f"Control plane over {count:,} tables ({'PostgreSQL' if args.postgres else 'SQLite'} Dagster "
         "instance, one process)",

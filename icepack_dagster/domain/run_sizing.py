@@ -121,6 +121,11 @@ class SizingTier(BaseModel):
             if any(value is not None for value in executors):
                 raise ValueError(f"{where}: executor_* settings need a cluster master (spark:// or k8s://), "
                                  f"not {self.spark_master}")
+            server_keys = sorted(k for k in self.spark_conf if not k.startswith("spark.sql."))
+            if _CONNECT.match(self.spark_master) and server_keys:
+                raise ValueError(f"{where}: spark_conf keys {server_keys} configure the Spark JVM, which for "
+                                 "an sc:// master is the Spark Connect server's; a Connect session takes "
+                                 "spark.sql.* only")
         elif _CLUSTER.match(self.spark_master):
             if any(value is None for value in executors):
                 raise ValueError(f"{where}: a cluster master needs executor_instances, executor_cores and "

@@ -123,6 +123,8 @@ def test_bad_spark_conf_tag_names_table_and_tag(value: str, message: str) -> Non
         ({"driver_memory": "4 GB"}, r"driver_memory\n.*'4 GB' is not a Spark memory size"),
         ({"spark_conf": {"spark.master": "local"}}, r"spark_conf key 'spark.master' is set by the tier"),
         ({"spark_conf": {"executor": "x"}}, r"spark_conf key 'executor' must start with 'spark.'"),
+        ({"spark_master": "sc://connect:15002", "spark_conf": {"spark.network.timeout": "4s"}},
+         r"tier 'x': spark_conf keys \['spark.network.timeout'\] configure the Spark JVM"),
     ],
 )
 def test_bad_tier_names_tier_and_field(fields: dict[str, object], message: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -228,6 +228,8 @@ _TEXT = st.one_of(
 )
 
 
+# A first call can take over 200 ms on a loaded 2-core machine; timing is not the contract here.
+@settings(deadline=None)
 @given(properties=st.dictionaries(_KEYS, _TEXT, max_size=5))
 def test_fuzzed_properties_resolve_or_raise_invalid_policy_error_only(properties: dict[str, str]) -> None:
     try:
