@@ -48,6 +48,12 @@ class PlatformSettings(BaseSettings):
     health_events_per_tick: int = Field(
         default=2000, ge=1, description="Health materializations read per tick"
     )
+    max_pending_tables: int = Field(
+        default=2000,
+        ge=10,
+        description="Tables needing maintenance the sensor's cursor remembers, most urgent first; the "
+        "others come back with their next health event (attention_rewrite_hours)",
+    )
     sensors_running_by_default: bool = Field(
         default=True, description="Sensors and schedule start RUNNING without a click (dagster dev demo)"
     )

@@ -48,6 +48,12 @@ def apply_partition_requests(instance: dg.DagsterInstance, result: dg.SensorResu
                 instance.delete_dynamic_partition(request.partitions_def_name, key)
 
 
+def discover(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[str]:
+    """One discovery tick applied as the daemon would; the partitions it leaves, in Dagster's order."""
+    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
+    return list(instance.get_dynamic_partitions("iceberg_tables"))
+
+
 def run_health_sync(
     defs: dg.Definitions, instance: dg.DagsterInstance, partitions: Sequence[str], writes: str = "all"
 ) -> dg.ExecuteInProcessResult:

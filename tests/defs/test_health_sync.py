@@ -27,8 +27,7 @@ from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     SCHEMA,
-    apply_partition_requests,
-    evaluate_sensor,
+    discover,
     execute_run_request,
     latest_health,
     run_health_sync,
@@ -69,8 +68,7 @@ def test_batched_sync_one_materialization_per_table_per_run(
     defs = build_definitions(
         scoped_settings, PlatformSettings(health_sync_batch_size=2, health_sync_workers=3)
     )
-    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
-    tables = list(instance.get_dynamic_partitions("iceberg_tables"))
+    tables = discover(defs, instance)
     assert len(tables) == 5
 
     requests = _schedule_requests(defs, instance)
@@ -129,8 +127,7 @@ def test_scheduled_sync_writes_only_what_changed(
     growing = small_file_table(lake, f"{namespace}.growing", appends=1)
     small_file_table(lake, f"{namespace}.quiet", appends=1)
     small_file_table(lake, f"{namespace}.crowded", appends=9)
-    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
-    tables = list(instance.get_dynamic_partitions("iceberg_tables"))
+    tables = discover(defs, instance)
 
     first = _written(run_health_sync(defs, instance, tables, writes="changes"))
     assert set(first) == set(tables)
@@ -162,8 +159,7 @@ def test_health_change_without_metadata_change_is_written(
     small_file_table(lake, f"{namespace}.few", appends=3)
     small_file_table(lake, f"{namespace}.crowded", appends=9)
     defs = build_definitions(scoped_settings, platform)
-    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
-    tables = list(instance.get_dynamic_partitions("iceberg_tables"))
+    tables = discover(defs, instance)
     assert set(_written(run_health_sync(defs, instance, tables, writes="changes"))) == set(tables)
     few = f"lake.{namespace}.few"
     assert latest_health(instance, few).state == "healthy"  # 3 small files: under the minimum count
@@ -183,8 +179,7 @@ def test_a_table_that_cannot_be_measured_is_rewritten_only_when_due(
 ) -> None:
     broken = small_file_table(catalogs.get("lake"), f"{namespace}.broken", appends=2)
     Path(urlparse(broken.current_snapshot().manifest_list).path).unlink()
-    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
-    tables = list(instance.get_dynamic_partitions("iceberg_tables"))
+    tables = discover(defs, instance)
 
     first = _written(run_health_sync(defs, instance, tables, writes="changes"))
     assert first == {tables[0]: "first materialization"}
@@ -209,8 +204,7 @@ def test_sync_runs_plan_no_materialization_per_table_and_a_click_writes_both_ass
     lake = catalogs.get("lake")
     small_file_table(lake, f"{namespace}.a", appends=1)
     small_file_table(lake, f"{namespace}.b", appends=9)
-    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
-    tables = list(instance.get_dynamic_partitions("iceberg_tables"))
+    tables = discover(defs, instance)
 
     sync = run_health_sync(defs, instance, tables)
     assert _planned_events(instance, sync.run_id) == 0 and len(_written(sync)) == 2
@@ -230,7 +224,7 @@ def test_a_sync_of_unknown_tables_names_them(
     defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
 ) -> None:
     small_file_table(catalogs.get("lake"), f"{namespace}.real", appends=1)
-    apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
+    discover(defs, instance)
     real = f"lake.{namespace}.real"
     typo = f"lake.{namespace}.reel"
 

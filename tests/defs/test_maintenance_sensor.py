@@ -17,6 +17,7 @@ import dagster as dg
 import pytest
 
 from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.maintenance_selection import order_candidates
 from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.defs.sensor_cursors import MaintenanceCursor
 from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
@@ -220,6 +221,23 @@ def test_priority_first_within_the_tick_budget(
     assert set(waiting) == set(priorities) - {best}
     second = evaluate_sensor(defs, SENSOR, instance, cursor=result.cursor)
     assert launched(second) == [max(waiting, key=priorities.__getitem__)]
+
+
+def test_the_cursor_remembers_the_most_urgent_pending_tables_only(
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    lake = catalogs.get("lake")
+    for i in range(12):
+        small_file_table(lake, f"{namespace}.t{i:02d}", appends=9 + 3 * i)
+    unbounded = with_platform(scoped_settings, maintenance_runs_per_tick=1)
+    sync_all(unbounded, instance)
+    everything = MaintenanceCursor.model_validate_json(evaluate_sensor(unbounded, SENSOR, instance).cursor)
+    assert len(everything.pending) == 11  # 12 critical tables, one launched
+
+    bounded = with_platform(scoped_settings, max_pending_tables=10, maintenance_runs_per_tick=1)
+    result = evaluate_sensor(bounded, SENSOR, instance)
+    pending = MaintenanceCursor.model_validate_json(result.cursor).pending
+    assert set(pending) == set(order_candidates(everything.pending)[:10])
 
 
 def test_quarantined_tables_are_skipped_without_using_the_budget(

@@ -6,7 +6,10 @@ that need attention as pending, and judges the most urgent ones: skip a table al
 running, a disabled or invalid policy, cadence not elapsed since its last maintenance run, quarantine,
 outside its maintenance window, or a recommendation with nothing to do. The rest launch in order of
 recommendation priority, within the global cap of runs in flight and the per-tick budget. Run keys
-name the table and the health event, so a restarted daemon never launches the same work twice.
+name the table and the health event, so a restarted daemon never launches the same work twice. The
+cursor remembers at most `max_pending_tables` (the most urgent): Dagster stores the cursor with every
+tick, and a less urgent table left out returns with its next health event, at most
+`attention_rewrite_hours` later.
 """
 
 from dataclasses import dataclass
@@ -162,7 +165,8 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         slots = min(platform.maintenance_runs_per_tick, platform.max_maintenance_in_flight - len(in_flight))
 
         def result(skip: str | None, requests: list[dg.RunRequest] | None = None) -> dg.SensorResult:
-            cursor = MaintenanceCursor(after_storage_id=after, pending=pending).encode()
+            kept = {p: pending[p] for p in order_candidates(pending)[: platform.max_pending_tables]}
+            cursor = MaintenanceCursor(after_storage_id=after, pending=kept).encode()
             return dg.SensorResult(run_requests=requests, skip_reason=skip, cursor=cursor)
 
         if not pending:
