@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.table import Table
-from sqlalchemy import select
+from sqlalchemy import select, tuple_
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -40,17 +40,27 @@ from icepack_dagster.iceberg.manifest_reader import ManifestCache
 from icepack_dagster.iceberg.status_reader import file_size_limits, read_status
 
 AnyStatus = TableStatus | LightStatus
+_CHUNK = 500
 
 
-def metadata_locations(catalog: Catalog) -> dict[tuple[str, ...], str] | None:
-    """Every table's current metadata file in one query (identifier -> location) for a SQL catalog;
-    None for other catalog kinds, whose tables must be loaded one by one to learn it."""
+def metadata_locations(
+    catalog: Catalog, identifiers: Sequence[tuple[str, ...]] | None = None
+) -> dict[tuple[str, ...], str] | None:
+    """The current metadata file of every table, or of `identifiers` only (identifier -> location), for
+    a SQL catalog, in one query per 500 tables; None for other catalog kinds, whose tables must be
+    loaded one by one to learn it. A table missing from the result does not exist."""
     if not isinstance(catalog, SqlCatalog):
         return None
-    query = select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location)
+    columns = (IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location)
+    query = select(*columns).where(IcebergTables.catalog_name == catalog.name)
+    pair = tuple_(IcebergTables.table_namespace, IcebergTables.table_name)
+    wanted = [(".".join(i[:-1]), i[-1]) for i in identifiers] if identifiers is not None else None
+    queries = [query]
+    if wanted is not None:
+        queries = [query.where(pair.in_(wanted[i : i + _CHUNK])) for i in range(0, len(wanted), _CHUNK)]
     try:
         with Session(catalog.engine) as session:
-            rows = session.execute(query.where(IcebergTables.catalog_name == catalog.name)).all()
+            rows = [row for chunk in queries for row in session.execute(chunk).all()]
     except SQLAlchemyError as error:
         raise CatalogUnavailableError(
             f"catalog {catalog.name!r}: its table list could not be read ({type(error).__name__}: {error})"
@@ -127,7 +137,7 @@ class StatusTracker:
             raise ValueError(f"StatusTracker.refresh: 'now' must be timezone-aware, got {now!r}")
         keys = list(keys)
         try:
-            locations = metadata_locations(catalog)
+            locations = metadata_locations(catalog, [key.identifier for key in keys])
         except CatalogUnavailableError as error:
             for key in keys:
                 self._known.pop(key, None)

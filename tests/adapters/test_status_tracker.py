@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import pyarrow as pa
 import pytest
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -23,7 +24,7 @@ from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.light_status import LightStatus
 from icepack_dagster.iceberg.status_reader import read_status
-from icepack_dagster.iceberg.status_tracker import StatusTracker
+from icepack_dagster.iceberg.status_tracker import StatusTracker, metadata_locations
 from tests.adapters.test_status_reader import _table
 
 THRESHOLDS = HealthThresholds()
@@ -150,3 +151,18 @@ def test_parallel_reads_give_the_same_statuses(spark, catalogs, namespace) -> No
     one = StatusTracker().refresh(catalogs.get("lake"), keys, THRESHOLDS, now)
     four = StatusTracker(table_workers=4).refresh(catalogs.get("lake"), keys, THRESHOLDS, now)
     assert one == four and len(four.read) == 4
+
+
+@CATALOGS
+def test_locations_of_chosen_tables_in_nested_namespaces(catalogs, namespace, catalog) -> None:
+    lake = catalogs.get(catalog)
+    nested = (namespace, "inner")
+    lake.create_namespace_if_not_exists(nested)
+    schema = pa.schema([("id", pa.int64())])
+    tables = {name: lake.create_table((*nested, name), schema=schema) for name in ("a.dotted", "b")}
+    lake.create_table((namespace, "b"), schema=schema)  # same name, other namespace: not asked for
+
+    asked = [(*nested, "a.dotted"), (*nested, "b"), (*nested, "missing")]
+    found = metadata_locations(lake, asked)
+
+    assert found == {(*nested, name): table.metadata_location for name, table in tables.items()}
