@@ -35,6 +35,9 @@ class PlatformSettings(BaseSettings):
         "maintenance sensor reconsiders it",
     )
     discovery_interval_seconds: int = Field(default=30, ge=5, description="Discovery sensor cadence")
+    partition_removals_per_tick: int = Field(
+        default=2000, ge=1, description="Partitions of dropped tables the discovery sensor removes per tick"
+    )
     maintenance_interval_seconds: int = Field(default=30, ge=5, description="Maintenance sensor cadence")
     max_maintenance_in_flight: int = Field(
         default=2, ge=1, le=1000, description="Maintenance runs queued or running at once, all tables"

@@ -36,6 +36,7 @@ from icepack_dagster.exceptions import IcepackError
 SYNC_REASON = "sync_reason"
 EVERY_TABLE = "every table of this run"
 
+
 def _keys(partitions: list[str]) -> tuple[dict[str, TableKey], dict[str, str]]:
     keys: dict[str, TableKey] = {}
     bad: dict[str, str] = {}

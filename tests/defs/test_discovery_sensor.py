@@ -73,6 +73,29 @@ def test_new_tables_are_synced_in_batches(
     assert batches == [keys[0:2], keys[2:4], keys[4:5]]
 
 
+def test_a_mass_drop_is_removed_over_several_ticks(
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    lake = catalogs.get("lake")
+    for i in range(5):
+        small_file_table(lake, f"{namespace}.t{i}", appends=1)
+    defs = build_definitions(scoped_settings, PlatformSettings(partition_removals_per_tick=2))
+    first = evaluate_sensor(defs, SENSOR, instance)
+    apply_partition_requests(instance, first)
+    for i in range(4):
+        lake.drop_table(f"{namespace}.t{i}")
+
+    cursor = first.cursor
+    for left in (3, 1):  # at most 2 removed per tick
+        result = evaluate_sensor(defs, SENSOR, instance, cursor=cursor)
+        apply_partition_requests(instance, result)
+        cursor = result.cursor
+        assert len(partitions(instance)) == left
+        assert not result.run_requests, "no health sync is owed to a kept table"
+    assert partitions(instance) == [f"lake.{namespace}.t4"]
+    assert isinstance(evaluate_sensor(defs, SENSOR, instance, cursor=cursor), dg.SkipReason)
+
+
 def test_a_failing_catalog_changes_nothing(
     defs: dg.Definitions,
     scoped_settings: IcepackSettings,

@@ -90,6 +90,9 @@ def build_discovery_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         if vanished:
             context.log.warning("discovery" + held)
             removed = [p for p in removed if table_key(p).catalog not in vanished]
+        # The daemon deletes partitions one call each (about 3 ms): spread a mass drop over ticks.
+        deferred = len(removed) - platform.partition_removals_per_tick
+        removed = removed[: platform.partition_removals_per_tick]
         gone = set(removed)
         unsynced = [p for p in _added_since(ordered, cursor.last_partition) if p not in gone]
         if not added and not removed and not unsynced:
@@ -103,6 +106,7 @@ def build_discovery_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
             requests.append(ICEBERG_TABLES.build_delete_request(removed))
         context.log.info(
             f"discovery: +{len(added)} -{len(removed)} tables ({len(tables)} in the catalogs)"
+            + (f"; {deferred} more dropped table(s) removed on the next ticks" if deferred > 0 else "")
             + (f"; first sync still owed to {len(unsynced)} table(s)" if unsynced else "")
         )
         last = after[-1] if after else None
