@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import dagster as dg
 
-from icepack_dagster.defs.tags import TABLE_TAG
+from icepack_dagster.defs.tags import PARTITION_TAG, TABLE_TAG
 
 MAINTENANCE_JOB_NAME = "maintenance"
 MAINTAINED_STEP = "maintained_table"
-PARTITION_TAG = "dagster/partition"
 _STEP_EVENTS = {
     dg.DagsterEventType.STEP_START,
     dg.DagsterEventType.STEP_SUCCESS,

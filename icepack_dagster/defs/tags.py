@@ -15,8 +15,9 @@ MAINTENANCE = "maintenance"
 OBSERVATION = "observation"
 HEALTH_EVENT_TAG = "icepack/health_event"
 BATCH_TAG = "icepack/batch"
-# Dagster's own run tags (public names in its docs): retries.
+# Dagster's own run tags (public names in its docs): retries, and the partition of a one-partition run.
 MAX_RETRIES_TAG = "dagster/max_retries"
+PARTITION_TAG = "dagster/partition"
 RETRY_ON_FAILURE_TAG = "dagster/retry_on_asset_or_op_failure"
 
 

@@ -20,9 +20,9 @@ from icepack_dagster.defs.jobs import maintenance_job
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.tags import PARTITION_TAG
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 
-PARTITION_TAG = "dagster/partition"
 WORKER_DIED = "the run worker died without recording an outcome"
 # The error class Dagster's multiprocess executor reports for a step process that died (killed, OOM).
 _STEP_PROCESS_CRASH = "ChildProcessCrashException"

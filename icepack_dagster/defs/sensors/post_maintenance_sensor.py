@@ -5,9 +5,7 @@ import dagster as dg
 
 from icepack_dagster.defs.jobs import health_sync_job, health_sync_run_config, maintenance_job
 from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.tags import batch_tags
-
-PARTITION_TAG = "dagster/partition"
+from icepack_dagster.defs.tags import PARTITION_TAG, batch_tags
 
 
 def build_post_maintenance_sensor(platform: PlatformSettings) -> dg.RunStatusSensorDefinition:
