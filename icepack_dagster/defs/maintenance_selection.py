@@ -7,7 +7,7 @@ order of their recommendation's priority (expected gain over cost) until the tic
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -51,6 +51,26 @@ def health_score(health: TableHealth) -> float:
 def order_candidates(pending: Mapping[str, PendingTable]) -> list[str]:
     """Most urgent first; ties by partition key, so the order is deterministic."""
     return sorted(pending, key=lambda p: (-_URGENCY.get(pending[p].state, 0), -pending[p].score, p))
+
+
+def sweep_page(
+    partitions: Sequence[str], after: str | None, count: int, skip: Set[str]
+) -> tuple[list[str], str | None]:
+    """The next `count` partitions after `after` in partition order, wrapping around, without those in
+    `skip`; and where the next page starts. Every table comes round once per pass over the fleet."""
+    if not partitions or count <= 0:
+        return [], after
+    start = partitions.index(after) + 1 if after in partitions else 0
+    rotated = [*partitions[start:], *partitions[:start]]
+    page: list[str] = []
+    last = after
+    for partition in rotated[: count + len(skip)]:
+        last = partition
+        if partition not in skip:
+            page.append(partition)
+        if len(page) == count:
+            break
+    return page, last
 
 
 def choose(decisions: Sequence[Decision], slots: int) -> tuple[list[Decision], list[Decision]]:

@@ -51,6 +51,15 @@ class PlatformSettings(BaseSettings):
     health_events_per_tick: int = Field(
         default=2000, ge=1, description="Health materializations read per tick"
     )
+    orphan_sweep: bool = Field(
+        default=False,
+        description="Also launch maintenance for healthy tables whose weekly orphan-file removal is due "
+        "(orphans cannot be seen in metadata, so health never asks for it); costs one Spark run per "
+        "healthy table per week. On in the demo and the Helm overlays",
+    )
+    orphan_sweep_tables_per_tick: int = Field(
+        default=20, ge=1, le=1000, description="Healthy tables checked for a due orphan sweep per tick"
+    )
     max_pending_tables: int = Field(
         default=2000,
         ge=10,

@@ -41,6 +41,9 @@ class MaintenanceCursor(_Cursor):
     version: Literal[1] = 1
     after_storage_id: int = Field(default=0, ge=0)
     pending: dict[str, PendingTable] = Field(default_factory=dict)
+    sweep_after: str | None = Field(
+        default=None, description="The last healthy table checked for an orphan sweep (round robin)"
+    )
 
 
 C = TypeVar("C", bound=_Cursor)

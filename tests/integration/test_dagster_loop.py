@@ -8,9 +8,13 @@ touched and says why in its metadata."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlparse
 
 import dagster as dg
 import pytest
@@ -166,3 +170,51 @@ def test_quarantined_table_is_left_alone_and_says_why(
     assert maintained.metadata[OUTCOME].value == "nothing_to_do"
     assert maintained.metadata["quarantined"].value is True
     assert table_fingerprint(spark, qualified) == before
+
+
+def test_a_healthy_table_with_old_orphans_is_swept_weekly(
+    spark,
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs,
+    namespace: str,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """Orphans cannot be seen in metadata, so the table stays healthy; with `orphan_sweep` on, the
+    maintenance sensor still launches its orphan removal once its weekly cadence is due, after any
+    unhealthy table, and only orphans older than the policy age go. Contents stay identical."""
+    qualified = f"lake.{namespace}.quiet"
+    small_files_table(spark, qualified, inserts=2)
+    before = table_fingerprint(spark, qualified)
+    table = catalogs.get("lake").load_table(f"{namespace}.quiet")
+    data_file = Path(urlparse(next(iter(table.inspect.files()["file_path"].to_pylist()))).path)
+    old, young = data_file.with_name("crashed-write-old.parquet"), data_file.with_name("in-flight.parquet")
+    for orphan in (old, young):
+        shutil.copy(data_file, orphan)
+    os.utime(old, (time.time() - 5 * 24 * 3600,) * 2)  # older than the default orphan age of 3 days
+
+    platform = PlatformSettings(orphan_sweep=True, fleet_metrics_path=tmp_path / "icepack.prom")
+    defs = build_definitions(scoped_settings, platform)
+    discovered = evaluate_sensor(defs, "iceberg_table_discovery", instance)
+    apply_partition_requests(instance, discovered)
+    (first_sync,) = discovered.run_requests
+    assert execute_run_request(defs, instance, first_sync, "health_sync").success
+    assert latest_health(instance, qualified).state == "healthy"
+
+    without_sweep = build_definitions(scoped_settings, PlatformSettings())
+    off = evaluate_sensor(without_sweep, "maintenance_sensor", instance)
+    assert not off.run_requests, "without the sweep a healthy table is never maintained"
+    decided = evaluate_sensor(defs, "maintenance_sensor", instance)
+    (request,) = decided.run_requests
+    maintenance = execute_run_request(defs, instance, request, "maintenance")
+    assert maintenance.success
+    report = decode_report(maintenance.asset_materializations_for_node("maintained_table")[0].metadata)
+    assert report is not None
+    assert [r.action for r in report.results if r.status == "succeeded"] == [
+        MaintenanceAction.REMOVE_ORPHAN_FILES
+    ]
+    assert not old.exists() and young.exists()
+    assert table_fingerprint(spark, qualified) == before
+
+    again = evaluate_sensor(defs, "maintenance_sensor", instance, cursor=decided.cursor)
+    assert not again.run_requests, "the weekly cadence holds the next sweep back"

@@ -18,7 +18,12 @@ from datetime import datetime
 import dagster as dg
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
-from icepack_dagster.defs.event_reads import latest_of, metadata_of, new_materializations
+from icepack_dagster.defs.event_reads import (
+    latest_of,
+    latest_per_partition,
+    metadata_of,
+    new_materializations,
+)
 from icepack_dagster.defs.jobs import maintenance_job
 from icepack_dagster.defs.maintenance_selection import (
     Decision,
@@ -28,6 +33,7 @@ from icepack_dagster.defs.maintenance_selection import (
     health_score,
     needs_attention,
     order_candidates,
+    sweep_page,
 )
 from icepack_dagster.defs.metadata import decode_health, decode_status
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
@@ -35,6 +41,8 @@ from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
 from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
+from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.health_model import HealthState
 from icepack_dagster.domain.policy import in_window
 from icepack_dagster.domain.run_sizing import SizingPolicy, size_run, sizing_tags
 from icepack_dagster.engine import Engine, utc_now
@@ -68,7 +76,8 @@ class _Tick:
             return None
         return (self.now - records[0].create_timestamp).total_seconds() / 3600
 
-    def judge(self, partition: str, pending: PendingTable) -> Decision:
+    def judge(self, partition: str, pending: PendingTable, sweep: bool = False) -> Decision:
+        """Launch, wait or drop one table; `sweep`: a healthy table, launched only for orphan removal."""
         def verdict(
             kind: Verdict,
             reason: str,
@@ -104,6 +113,9 @@ class _Tick:
         if not in_window(policy, self.now):
             return verdict("wait", "outside its maintenance window")
         recommendation = self.engine.recommend(key, status=status, now=self.now)
+        orphans = MaintenanceAction.REMOVE_ORPHAN_FILES
+        if sweep and all(action.action is not orphans for action in recommendation.actions):
+            return verdict("drop", "no orphan sweep due")
         if not recommendation.needs_work:
             reasons = "; ".join(f"{s.action.value}: {s.reason}" for s in recommendation.skipped[:2])
             return verdict("drop", f"nothing to do ({reasons})" if reasons else "nothing to do")
@@ -114,6 +126,24 @@ class _Tick:
         return verdict(
             "launch", f"{len(recommendation.actions)} action(s)", recommendation.priority, run_tags=run_tags
         )
+
+
+def _sweep_decisions(
+    tick: _Tick, partitions: list[str], after: str | None, count: int, skip: frozenset[str]
+) -> tuple[list[Decision], str | None]:
+    """The next healthy tables in round robin, judged for an orphan sweep (a table in warning or
+    critical is pending and gets orphan removal with its own maintenance; unknown never runs)."""
+    page, last = sweep_page(partitions, after, count, skip)
+    records = latest_per_partition(tick.instance, TABLE_HEALTH, page)
+    decisions = []
+    for partition in page:
+        record = records.get(partition)
+        health = decode_health(metadata_of(record)) if record is not None else None
+        if record is None or health is None or health.state is not HealthState.HEALTHY:
+            continue
+        candidate = PendingTable(health_storage_id=record.storage_id, state=health.state, score=0.0)
+        decisions.append(tick.judge(partition, candidate, sweep=True))
+    return decisions, last
 
 
 def _read_new_health(
@@ -151,11 +181,12 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     )
     def maintenance_sensor(context: dg.SensorEvaluationContext, icepack: IcepackResource) -> dg.SensorResult:
         instance = context.instance
-        after, pending, read = _read_new_health(
-            instance, decode_cursor(MaintenanceCursor, context.cursor), platform.health_events_per_tick
-        )
-        tables = set(instance.get_dynamic_partitions(PARTITIONS_NAME))
+        cursor = decode_cursor(MaintenanceCursor, context.cursor)
+        after, pending, read = _read_new_health(instance, cursor, platform.health_events_per_tick)
+        ordered = list(instance.get_dynamic_partitions(PARTITIONS_NAME))
+        tables = set(ordered)
         pending = {p: v for p, v in pending.items() if p in tables}
+        sweep_after = cursor.sweep_after
         in_flight = [
             record.dagster_run
             for record in instance.get_run_records(
@@ -166,10 +197,10 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
 
         def result(skip: str | None, requests: list[dg.RunRequest] | None = None) -> dg.SensorResult:
             kept = {p: pending[p] for p in order_candidates(pending)[: platform.max_pending_tables]}
-            cursor = MaintenanceCursor(after_storage_id=after, pending=kept).encode()
-            return dg.SensorResult(run_requests=requests, skip_reason=skip, cursor=cursor)
+            state = MaintenanceCursor(after_storage_id=after, pending=kept, sweep_after=sweep_after)
+            return dg.SensorResult(run_requests=requests, skip_reason=skip, cursor=state.encode())
 
-        if not pending:
+        if not pending and not platform.orphan_sweep:
             return result(f"no table needs maintenance ({read} new health event(s) read)")
         if slots <= 0:
             return result(f"{len(in_flight)} maintenance run(s) in flight, the cap is "
@@ -184,14 +215,23 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
             decision = tick.judge(partition, pending[partition])
             decisions.append(decision)
             judged += 0 if decision.quarantined else 1
-        launch, deferred = choose(decisions, slots)
         for decision in decisions:
             if decision.verdict == "drop":
                 pending.pop(decision.partition, None)
                 context.log.info(f"{decision.partition}: not maintained: {decision.reason}")
+        sweeps: list[Decision] = []
+        if platform.orphan_sweep:
+            skip = frozenset(pending) | busy
+            sweeps, sweep_after = _sweep_decisions(
+                tick, ordered, sweep_after, platform.orphan_sweep_tables_per_tick, skip
+            )
+        launch, deferred = choose(decisions + sweeps, slots)
         for decision in launch:
             pending.pop(decision.partition, None)
         if not launch:
+            if not decisions and not any(d.verdict == "launch" for d in sweeps):
+                return result(f"no table needs maintenance ({read} new health event(s) read, {len(sweeps)} "
+                              "healthy table(s) checked for a due orphan sweep)")
             return result("nothing launched: " + explain(decisions, deferred))
         requests = [
             dg.RunRequest(
