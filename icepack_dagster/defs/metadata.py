@@ -22,6 +22,8 @@ from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation_model import Recommendation
 from icepack_dagster.domain.status import TableStatus
 
+# Bump when a record changes shape or when status is computed differently: health sync then measures every
+# table again instead of ageing statuses an older reader produced (see iceberg/status_tracker.py).
 CODEC_VERSION = 1
 VERSION = "icepack/codec_version"
 STATUS_JSON = "status_json"

@@ -44,6 +44,10 @@ class MaintenanceCursor(_Cursor):
     sweep_after: str | None = Field(
         default=None, description="The last healthy table checked for an orphan sweep (round robin)"
     )
+    sweep_waiting: list[str] = Field(
+        default_factory=list,
+        description="Healthy tables due a sweep that waited (window, no slot): checked again every tick",
+    )
 
 
 C = TypeVar("C", bound=_Cursor)

@@ -18,6 +18,7 @@ from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
 from icepack_dagster.defs.health_sync_writes import LastWrite, RewritePolicy, write_reason
 from icepack_dagster.defs.metadata import (
+    Metadata,
     decode_health,
     decode_status,
     health_metadata,
@@ -27,7 +28,7 @@ from icepack_dagster.defs.metadata import (
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.health import unknown_health
-from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.health_model import HealthState, TableHealth
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.engine import utc_now
@@ -70,6 +71,12 @@ def _known_statuses(
     return known
 
 
+def _written_since(instance: dg.DagsterInstance, partitions: list[str], since: datetime) -> set[str]:
+    """The partitions whose latest `table_status` was stored after `since`."""
+    records = latest_per_partition(instance, TABLE_STATUS, partitions)
+    return {p for p, record in records.items() if record.timestamp > since.timestamp()}
+
+
 def sync_tables(
     context: dg.OpExecutionContext | dg.AssetExecutionContext,
     icepack: IcepackResource,
@@ -94,14 +101,17 @@ def sync_tables(
         f"measured {len(partitions)} tables in {time.monotonic() - started:.1f} s: {len(read)} read "
         f"(new or changed metadata), {len(refresh.unchanged)} unchanged, {len(failures)} failed"
     )
+    if failures:  # one line, not one per table: a catalog outage fails every table of the catalog
+        examples = "; ".join(f"{p}: {e}" for p, e in list(failures.items())[:3])
+        more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
+        context.log.warning(f"status unavailable for {len(failures)} table(s): {examples}{more}")
     last_writes = _last_writes(instance, partitions) if only_changes else {}
-    written = dict.fromkeys(HealthState, 0)
+    pairs: list[tuple[str, Metadata, TableHealth, str]] = []
     for partition in partitions:
         key = keys.get(partition)
         status = refresh.statuses.get(key.text) if key is not None else None
         if status is None:
             error = failures.get(partition, "no status was measured")
-            context.log.warning(f"{partition}: status unavailable: {error}")
             health, status_md = unknown_health(partition, error), status_failure_metadata(error)
         else:
             assert isinstance(status, TableStatus)
@@ -112,8 +122,15 @@ def sync_tables(
             else EVERY_TABLE
         )
         if reason is not None:
-            written[health.state] += 1
-            _log_pair(context, partition, status_md, health_metadata(health), reason)
+            pairs.append((partition, status_md, health, reason))
+    # Another run (a post-maintenance refresh) may have written a newer result meanwhile: keep it.
+    newer = _written_since(instance, [pair[0] for pair in pairs], now)
+    written = dict.fromkeys(HealthState, 0)
+    for partition, status_md, health, reason in pairs:
+        if partition in newer:
+            continue
+        written[health.state] += 1
+        _log_pair(context, partition, status_md, health_metadata(health), reason)
     total = sum(written.values())
     states = ", ".join(f"{n} {state.value}" for state, n in written.items() if n)
     context.log.info(

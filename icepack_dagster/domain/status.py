@@ -63,6 +63,9 @@ class TableStatus(BaseModel):
     snapshot_count: int = Field(ge=0)
     oldest_snapshot_age_seconds: float | None = Field(ge=0)
     newest_snapshot_age_seconds: float | None = Field(ge=0)
+    snapshot_span_ms: tuple[int, int] | None = Field(
+        default=None, description="Commit times (epoch ms) of the oldest and newest snapshot: ages at any now"
+    )
     metadata_log_entries: int = Field(ge=0)
     branch_count: int = Field(ge=0, description="Branches besides main")
     tag_count: int = Field(ge=0)

@@ -183,6 +183,7 @@ def read_status(
         partition_count=len(partitions),
         partition_spec_count=len(metadata.partition_specs),
         snapshot_count=len(timestamps),
+        snapshot_span_ms=(min(timestamps), max(timestamps)) if timestamps else None,
         oldest_snapshot_age_seconds=age_seconds(min(timestamps)) if timestamps else None,
         newest_snapshot_age_seconds=age_seconds(max(timestamps)) if timestamps else None,
         metadata_log_entries=len(metadata.metadata_log),

@@ -203,6 +203,9 @@ class StatusTracker:
             status = self._read(table, key, thresholds, now)
         except IcepackError as error:
             return _Outcome(error=str(error))
+        except Exception as error:  # storage and catalog clients raise their own errors: one table fails
+            problem = f"{type(error).__name__}: {error}"
+            return _Outcome(error=f"table {key.text}: status could not be read ({problem})")
         # The listed location, when older than the loaded one, makes the next refresh read again: safe.
         known = _Known(
             metadata_location=listed or table.metadata_location,
@@ -227,7 +230,10 @@ def _same_limits(key: TableKey, status: AnyStatus, thresholds: HealthThresholds)
 
 
 def _span_of(status: AnyStatus) -> tuple[int, int] | None:
-    """The oldest and newest snapshot times (ms) a status's ages were measured from."""
+    """The oldest and newest snapshot times (ms) a status's ages were measured from: recorded in a full
+    status, else worked back from its ages (exact unless a snapshot was ahead of the collector's clock)."""
+    if isinstance(status, TableStatus) and status.snapshot_span_ms is not None:
+        return status.snapshot_span_ms
     oldest, newest = status.oldest_snapshot_age_seconds, status.newest_snapshot_age_seconds
     if oldest is None or newest is None:
         return None

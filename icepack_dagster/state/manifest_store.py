@@ -33,8 +33,9 @@ _log = logging.getLogger(__name__)
 _metadata = MetaData()
 _CHUNK = 500
 
+SUMMARY_VERSION = 1  # bump when what a summary holds or how it is computed changes: a new table starts
 manifest_summaries = Table(
-    "icepack_manifest_summaries",
+    f"icepack_manifest_summaries_v{SUMMARY_VERSION}",
     _metadata,
     Column("path", Text, primary_key=True),
     Column("small_threshold", BigInteger, primary_key=True),
@@ -85,7 +86,7 @@ class ManifestSummaryStore:
                     )
                     for path, text in connection.execute(query):
                         found[path] = decode_summary(text)
-        except (SQLAlchemyError, ConfigurationError, ValueError, TypeError) as error:
+        except (SQLAlchemyError, ConfigurationError, OSError, ValueError, TypeError, KeyError) as error:
             _log.warning(
                 "manifest summaries could not be read from %s, decoding instead: %s",
                 redacted_url(self.url), type(error).__name__,
@@ -111,7 +112,7 @@ class ManifestSummaryStore:
                     self._pruned = True
                     stale = manifest_summaries.c.stored_at < now - self.max_age
                     connection.execute(delete(manifest_summaries).where(stale))
-        except (SQLAlchemyError, ConfigurationError) as error:
+        except (SQLAlchemyError, ConfigurationError, OSError) as error:
             url = redacted_url(self.url)
             _log.warning("manifest summaries could not be stored in %s: %s", url, type(error).__name__)
 

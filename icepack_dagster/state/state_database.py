@@ -3,6 +3,7 @@ opened the same way for every store that keeps icepack's own state in it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from sqlalchemy import MetaData, create_engine, event
@@ -13,7 +14,8 @@ from icepack_dagster.exceptions import ConfigurationError
 
 
 def redacted_url(url: str) -> str:
-    """The URL with its credentials masked, for messages and logs."""
+    """The URL with its credentials masked, for messages and logs (user info and password parameters)."""
+    url = re.sub(r"(?i)([?&][^=&]*pass[^=&]*=)[^&]*", r"\1**********", url)
     if "@" in url and "://" in url:
         scheme, rest = url.split("://", 1)
         return f"{scheme}://**********@{rest.split('@', 1)[1]}"
@@ -23,14 +25,14 @@ def redacted_url(url: str) -> str:
 def open_state_database(url: str, metadata: MetaData) -> SqlEngine:
     """An engine on the state database with `metadata`'s tables created. SQLite runs in WAL mode with a
     busy timeout, because health-sync and maintenance runs write to it from several processes."""
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     try:
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, pool_pre_ping=True)
         if url.startswith("sqlite"):
             event.listen(engine, "connect", _sqlite_wal)
         metadata.create_all(engine)
-    except SQLAlchemyError as error:
+    except (SQLAlchemyError, OSError) as error:
         raise ConfigurationError(
             f"icepack state database ({redacted_url(url)}) is not usable: {type(error).__name__}. "
             "Check ICEPACK_STATE_URL."

@@ -121,3 +121,25 @@ def test_an_unusable_database_measures_without_it(
 
 def _thresholds() -> HealthThresholds:
     return HealthThresholds()
+
+
+def test_a_state_path_that_cannot_exist_measures_without_it(
+    catalogs: CatalogSet, namespace: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = _partitioned_table(catalogs, namespace, "bad_path", appends=1)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    cache = ManifestCache(store=ManifestSummaryStore(f"sqlite:///{blocker / 'state.db'}"))
+    table = catalogs.get("lake").load_table(key.identifier)
+    with caplog.at_level(logging.WARNING):
+        status = read_status(table, key, _thresholds(), datetime.now(UTC), cache=cache)
+    assert status.total_records == 2 and cache.misses == 1
+    assert "could not be read" in caplog.text
+
+
+def test_credentials_in_state_urls_are_masked() -> None:
+    from icepack_dagster.state.state_database import redacted_url
+
+    masked = redacted_url("postgresql+psycopg2://icepack:s3cret@db:5432/state?sslmode=require&password=p4ss")
+    assert "s3cret" not in masked and "p4ss" not in masked
+    assert masked.startswith("postgresql+psycopg2://**********@db:5432/state?sslmode=require&password=")

@@ -166,3 +166,23 @@ def test_locations_of_chosen_tables_in_nested_namespaces(catalogs, namespace, ca
     found = metadata_locations(lake, asked)
 
     assert found == {(*nested, name): table.metadata_location for name, table in tables.items()}
+
+
+def test_ages_stay_exact_when_a_snapshot_was_ahead_of_the_collectors_clock(
+    spark, catalogs, namespace
+) -> None:
+    """A snapshot committed by a writer whose clock runs ahead has age 0 when measured; later, its age
+    is counted from its own commit time, not from when it was measured."""
+    (key,) = _tables(spark, catalogs, "lake", namespace, 1)
+    table = catalogs.get("lake").load_table(key.identifier)
+    committed_ms = table.current_snapshot().timestamp_ms  # type: ignore[union-attr]
+    early = datetime.fromtimestamp(committed_ms / 1000, UTC) - timedelta(minutes=10)
+    measured = read_status(table, key, THRESHOLDS, early)
+    assert measured.newest_snapshot_age_seconds == 0.0  # clamped: the commit is "in the future"
+
+    tracker = StatusTracker()
+    tracker.remember(key, TableStatus.model_validate_json(measured.model_dump_json()))
+    later = early + timedelta(hours=1)
+    aged = tracker.refresh(catalogs.get("lake"), [key], THRESHOLDS, later).statuses[key.text]
+
+    assert aged.newest_snapshot_age_seconds == pytest.approx(50 * 60, abs=0.01)

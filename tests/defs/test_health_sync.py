@@ -240,3 +240,17 @@ def test_a_sync_of_unknown_tables_names_them(
     assert not instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=TABLE_STATUS, asset_partitions=[typo]), limit=1
     ).records
+
+
+def test_a_result_stored_after_a_sync_began_is_not_overwritten(instance: dg.DagsterInstance) -> None:
+    """A scheduled sync measuring the old metadata file must not bury the post-maintenance refresh that
+    stored a newer result while it ran: `sync_tables` leaves out tables written since it began."""
+    from icepack_dagster.defs.table_sync import _written_since
+
+    instance.add_dynamic_partitions("iceberg_tables", ["lake.ns.a", "lake.ns.b"])
+    began = datetime.now(UTC)
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(asset_key=TABLE_STATUS, partition="lake.ns.a", metadata={"x": 1})
+    )
+    assert _written_since(instance, ["lake.ns.a", "lake.ns.b"], began) == {"lake.ns.a"}
+    assert _written_since(instance, ["lake.ns.a", "lake.ns.b"], datetime.now(UTC)) == set()

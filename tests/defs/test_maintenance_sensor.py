@@ -305,3 +305,31 @@ def test_run_sizing_tags_reach_the_run_and_size_its_spark(
     assert sized.spark.master == json.loads(request.tags[SPARK_CONF_TAG])["spark.master"] == "local[2]"
     assert sized.catalogs == scoped_settings.catalogs
     assert sized_settings(scoped_settings, {}, "t") is scoped_settings
+
+
+def test_orphan_sweeps_take_only_the_slots_unhealthy_tables_leave(
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    lake = catalogs.get("lake")
+    small_file_table(lake, f"{namespace}.crowded", appends=12)
+    small_file_table(lake, f"{namespace}.quiet", appends=2)
+    one_slot = with_platform(scoped_settings, orphan_sweep=True, maintenance_runs_per_tick=1,
+                             max_maintenance_in_flight=5)
+    sync_all(one_slot, instance)
+
+    first = evaluate_sensor(one_slot, SENSOR, instance)
+    assert launched(first) == [key(namespace, "crowded")], "the unhealthy table goes first"
+    waited = MaintenanceCursor.model_validate_json(first.cursor)
+    assert waited.sweep_waiting == [], "no slot was left, so no sweep was even judged"
+
+    second = evaluate_sensor(one_slot, SENSOR, instance, cursor=first.cursor)
+    assert launched(second) == [key(namespace, "quiet")], "the healthy table's orphan sweep is due"
+    assert second.run_requests[0].tags[TABLE_TAG] == key(namespace, "quiet")
+
+    two_slots = with_platform(scoped_settings, orphan_sweep=True, maintenance_runs_per_tick=2,
+                              max_maintenance_in_flight=5)
+    fresh = dg.instance_for_test()
+    with fresh as other:
+        sync_all(two_slots, other)
+        both = evaluate_sensor(two_slots, SENSOR, other)
+        assert launched(both) == [key(namespace, "crowded"), key(namespace, "quiet")]

@@ -56,6 +56,9 @@ IN_FLIGHT = [
 ]
 
 
+_MAX_SWEEP_WAITING = 500
+
+
 def run_key(partition: str, health_storage_id: int) -> str:
     return f"maintain:{partition}:{health_storage_id}"
 
@@ -129,14 +132,21 @@ class _Tick:
 
 
 def _sweep_decisions(
-    tick: _Tick, partitions: list[str], after: str | None, count: int, skip: frozenset[str]
+    tick: _Tick,
+    partitions: list[str],
+    after: str | None,
+    waiting: list[str],
+    count: int,
+    skip: frozenset[str],
 ) -> tuple[list[Decision], str | None]:
-    """The next healthy tables in round robin, judged for an orphan sweep (a table in warning or
-    critical is pending and gets orphan removal with its own maintenance; unknown never runs)."""
-    page, last = sweep_page(partitions, after, count, skip)
-    records = latest_per_partition(tick.instance, TABLE_HEALTH, page)
+    """Healthy tables judged for an orphan sweep: those that waited last time (outside their window, no
+    slot), then the next ones in round robin. A table in warning or critical is pending and gets orphan
+    removal with its own maintenance; unknown never runs."""
+    page, last = sweep_page(partitions, after, count, skip | frozenset(waiting))
+    candidates = [p for p in waiting if p not in skip] + page
+    records = latest_per_partition(tick.instance, TABLE_HEALTH, candidates)
     decisions = []
-    for partition in page:
+    for partition in candidates:
         record = records.get(partition)
         health = decode_health(metadata_of(record)) if record is not None else None
         if record is None or health is None or health.state is not HealthState.HEALTHY:
@@ -186,7 +196,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         ordered = list(instance.get_dynamic_partitions(PARTITIONS_NAME))
         tables = set(ordered)
         pending = {p: v for p, v in pending.items() if p in tables}
-        sweep_after = cursor.sweep_after
+        sweep_after, sweep_waiting = cursor.sweep_after, [p for p in cursor.sweep_waiting if p in tables]
         in_flight = [
             record.dagster_run
             for record in instance.get_run_records(
@@ -197,7 +207,8 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
 
         def result(skip: str | None, requests: list[dg.RunRequest] | None = None) -> dg.SensorResult:
             kept = {p: pending[p] for p in order_candidates(pending)[: platform.max_pending_tables]}
-            state = MaintenanceCursor(after_storage_id=after, pending=kept, sweep_after=sweep_after)
+            state = MaintenanceCursor(after_storage_id=after, pending=kept, sweep_after=sweep_after,
+                                      sweep_waiting=sweep_waiting[:_MAX_SWEEP_WAITING])
             return dg.SensorResult(run_requests=requests, skip_reason=skip, cursor=state.encode())
 
         if not pending and not platform.orphan_sweep:
@@ -219,13 +230,16 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
             if decision.verdict == "drop":
                 pending.pop(decision.partition, None)
                 context.log.info(f"{decision.partition}: not maintained: {decision.reason}")
+        launch, deferred = choose(decisions, slots)
         sweeps: list[Decision] = []
-        if platform.orphan_sweep:
+        if platform.orphan_sweep and len(launch) < slots:  # sweeps only take slots unhealthy tables left
             skip = frozenset(pending) | busy
             sweeps, sweep_after = _sweep_decisions(
-                tick, ordered, sweep_after, platform.orphan_sweep_tables_per_tick, skip
+                tick, ordered, sweep_after, sweep_waiting, platform.orphan_sweep_tables_per_tick, skip
             )
-        launch, deferred = choose(decisions + sweeps, slots)
+            swept, over = choose(sweeps, slots - len(launch))
+            launch += swept
+            sweep_waiting = [d.partition for d in sweeps if d.verdict == "wait"] + [d.partition for d in over]
         for decision in launch:
             pending.pop(decision.partition, None)
         if not launch:
