@@ -22,9 +22,8 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.exceptions import MetadataReadError
-from icepack_dagster.iceberg.manifest_reader import MANIFEST_CONTENT_DELETES, read_manifest_list
-from icepack_dagster.iceberg.status_reader import METADATA_READ_ERRORS, file_size_limits
+from icepack_dagster.iceberg.manifest_reader import MANIFEST_CONTENT_DELETES
+from icepack_dagster.iceberg.status_reader import current_manifests, file_size_limits
 
 StatusDepth = Literal["full", "light"]
 
@@ -130,15 +129,7 @@ def read_light_status(
     metadata = table.metadata
     target, small = file_size_limits(name, metadata.properties, thresholds)
     snapshot = table.current_snapshot()
-    refs = []
-    if snapshot is not None:
-        try:
-            refs = read_manifest_list(table.io, snapshot.manifest_list)
-        except METADATA_READ_ERRORS as error:
-            raise MetadataReadError(
-                f"table {name}: manifest list {snapshot.manifest_list} of snapshot {snapshot.snapshot_id} "
-                f"could not be read ({type(error).__name__}: {error})"
-            ) from error
+    refs = current_manifests(table, name)
     data = [ref for ref in refs if ref.content != MANIFEST_CONTENT_DELETES]
     deletes = [ref for ref in refs if ref.content == MANIFEST_CONTENT_DELETES]
     counted = {

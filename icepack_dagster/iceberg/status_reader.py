@@ -108,6 +108,21 @@ def _histogram(counts: list[int]) -> tuple[FileSizeBucket, ...]:
     )
 
 
+def current_manifests(table: Table, name: str) -> list[ManifestRef]:
+    """The manifests of the table's current snapshot (none without a snapshot), from its manifest list;
+    an unreadable list is a `MetadataReadError` naming the table, the list and the snapshot."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return []
+    try:
+        return read_manifest_list(table.io, snapshot.manifest_list)
+    except METADATA_READ_ERRORS as error:
+        raise MetadataReadError(
+            f"table {name}: manifest list {snapshot.manifest_list} of snapshot {snapshot.snapshot_id} "
+            f"could not be read ({type(error).__name__}: {error})"
+        ) from error
+
+
 def read_status(
     table: Table,
     key: TableKey,
@@ -129,15 +144,7 @@ def read_status(
     target, small = file_size_limits(name, properties, thresholds)
 
     snapshot = table.current_snapshot()
-    refs: list[ManifestRef] = []
-    if snapshot is not None:
-        try:
-            refs = read_manifest_list(table.io, snapshot.manifest_list)
-        except METADATA_READ_ERRORS as error:
-            raise MetadataReadError(
-                f"table {name}: manifest list {snapshot.manifest_list} of snapshot {snapshot.snapshot_id} "
-                f"could not be read ({type(error).__name__}: {error})"
-            ) from error
+    refs = current_manifests(table, name)
     summaries = _summaries(name, table.io, refs, small, workers, cache)
 
     histogram = [0] * len(SIZE_BUCKET_LABELS)
