@@ -7,6 +7,7 @@ with what to install. Nothing is skipped because a part is missing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -44,17 +45,26 @@ def _admin_connection() -> psycopg2.extensions.connection:
     return connection
 
 
-@pytest.fixture(scope="session")
-def postgres_database() -> Iterator[str]:
-    """A fresh PostgreSQL database for this test run, dropped afterwards."""
-    name = f"icepack_test_{uuid.uuid4().hex[:10]}"
+@contextlib.contextmanager
+def fresh_database(prefix: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database named `<prefix>_<random>`, dropped on exit."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     admin = _admin_connection()
     with admin.cursor() as cursor:
         cursor.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with admin.cursor() as cursor:
-        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
+    try:
+        yield name
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test run, dropped afterwards."""
+    with fresh_database("icepack_test") as name:
+        yield name
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ tables made by other tests stay out of its partitions."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import yaml
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
-from tests.conftest import PG_HOST, PG_PORT, PG_USER, _admin_connection
+from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 
 REPO = Path(__file__).resolve().parents[2]
 PROD_YAML = REPO / "deploy" / "dagster" / "dagster.prod.yaml"
@@ -54,14 +53,8 @@ def instance() -> Iterator[dg.DagsterInstance]:
 @pytest.fixture(scope="session")
 def dagster_pg_database() -> Iterator[str]:
     """A fresh PostgreSQL database for Dagster's own storage, for this test session."""
-    name = f"icepack_dagster_{uuid.uuid4().hex[:10]}"
-    admin = _admin_connection()
-    with admin.cursor() as cursor:
-        cursor.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with admin.cursor() as cursor:
-        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
+    with fresh_database("icepack_dagster") as name:
+        yield name
 
 
 @pytest.fixture

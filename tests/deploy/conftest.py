@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
-import psycopg2
 import pytest
 
-from tests.conftest import PG_ADMIN_DB, PG_HOST, PG_PORT, PG_USER
+from tests.conftest import fresh_database
 
 
 @pytest.fixture
 def dagster_database() -> Iterator[str]:
     """An empty PostgreSQL database for one Dagster instance's run, event and schedule storage."""
-    name = f"icepack_dagster_{uuid.uuid4().hex[:10]}"
-    admin = psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=PG_ADMIN_DB,
-                             connect_timeout=5)
-    admin.autocommit = True
-    with admin.cursor() as cursor:
-        cursor.execute(f'CREATE DATABASE "{name}"')
-    try:
+    with fresh_database("icepack_dagster") as name:
         yield name
-    finally:
-        with admin.cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()

@@ -4,7 +4,6 @@ built from the session's real settings, scoped to the test's namespace."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
-from tests.conftest import _admin_connection
+from tests.conftest import fresh_database
 from tests.platform_safety.platform_testkit import pg_env, prod_instance_config
 
 
@@ -22,14 +21,8 @@ from tests.platform_safety.platform_testkit import pg_env, prod_instance_config
 def dagster_database() -> Iterator[str]:
     """A fresh PostgreSQL database for Dagster's storage, dropped after the test (daemons of one test
     never see the runs of another)."""
-    name = f"icepack_psafe_{uuid.uuid4().hex[:10]}"
-    admin = _admin_connection()
-    with admin.cursor() as cursor:
-        cursor.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with admin.cursor() as cursor:
-        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
+    with fresh_database("icepack_psafe") as name:
+        yield name
 
 
 @pytest.fixture
