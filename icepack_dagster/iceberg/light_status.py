@@ -17,13 +17,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pyiceberg.table import Table
-from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.iceberg.manifest_reader import MANIFEST_CONTENT_DELETES
-from icepack_dagster.iceberg.status_reader import current_manifests, file_size_limits
+from icepack_dagster.iceberg.status_reader import current_manifests, file_size_limits, metadata_facts
 
 StatusDepth = Literal["full", "light"]
 
@@ -70,20 +68,6 @@ class LightStatus(BaseModel):
     branch_count: int = Field(ge=0)
     tag_count: int = Field(ge=0)
     properties: dict[str, str] = Field(default_factory=dict)
-
-
-def snapshot_span(metadata: TableMetadata) -> tuple[int, int] | None:
-    """Timestamps (ms) of the oldest and newest retained snapshot; None with no snapshot."""
-    stamps = [s.timestamp_ms for s in metadata.snapshots]
-    return (min(stamps), max(stamps)) if stamps else None
-
-
-def snapshot_ages(span: tuple[int, int] | None, now: datetime) -> tuple[float | None, float | None]:
-    """Ages in seconds at `now` of the oldest and newest snapshot of `span` (never negative)."""
-    if span is None:
-        return None, None
-    now_ms = now.timestamp() * 1000
-    return max(0.0, (now_ms - span[0]) / 1000), max(0.0, (now_ms - span[1]) / 1000)
 
 
 _SUMMARY_FACTS = (
@@ -155,14 +139,8 @@ def read_light_status(
             "live_data_bytes": totals["total-files-size"] if not delete_files else None,
             "live_delete_bytes": 0 if not delete_files else None,
         }
-    oldest, newest = snapshot_ages(snapshot_span(metadata), now)
     return LightStatus(
-        table=name,
-        collected_at=now,
-        metadata_location=table.metadata_location,
-        location=metadata.location,
-        format_version=metadata.format_version,
-        snapshot_id=snapshot.snapshot_id if snapshot is not None else None,
+        **metadata_facts(table, name, now),
         live_data_files=counted["data_files"],
         live_delete_files=counted["delete_files"],
         total_records=counted["records"],
@@ -173,16 +151,5 @@ def read_light_status(
         manifest_bytes=sum(ref.length for ref in refs),
         target_file_size_bytes=target,
         small_file_threshold_bytes=small,
-        partition_spec_count=len(metadata.partition_specs),
-        snapshot_count=len(metadata.snapshots),
-        metadata_log_entries=len(metadata.metadata_log),
-        branch_count=sum(
-            1 for ref_name, ref in metadata.refs.items()
-            if ref.snapshot_ref_type == SnapshotRefType.BRANCH and ref_name != MAIN_BRANCH
-        ),
-        tag_count=sum(1 for ref in metadata.refs.values() if ref.snapshot_ref_type == SnapshotRefType.TAG),
-        properties=dict(metadata.properties),
-        oldest_snapshot_age_seconds=oldest,
-        newest_snapshot_age_seconds=newest,
         **facts,
     )

@@ -11,11 +11,13 @@ import zlib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from typing import Any
 
 from fastavro.read import SchemaResolutionError
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
@@ -108,6 +110,47 @@ def _histogram(counts: list[int]) -> tuple[FileSizeBucket, ...]:
     )
 
 
+def snapshot_span(metadata: TableMetadata) -> tuple[int, int] | None:
+    """Timestamps (ms) of the oldest and newest retained snapshot; None with no snapshot."""
+    stamps = [s.timestamp_ms for s in metadata.snapshots]
+    return (min(stamps), max(stamps)) if stamps else None
+
+
+def snapshot_ages(span: tuple[int, int] | None, now: datetime) -> tuple[float | None, float | None]:
+    """Ages in seconds at `now` of the oldest and newest snapshot of `span` (never negative)."""
+    if span is None:
+        return None, None
+    now_ms = now.timestamp() * 1000
+    return max(0.0, (now_ms - span[0]) / 1000), max(0.0, (now_ms - span[1]) / 1000)
+
+
+def metadata_facts(table: Table, name: str, now: datetime) -> dict[str, Any]:
+    """The status fields the metadata file alone determines, the same for full and light status."""
+    metadata = table.metadata
+    snapshot = table.current_snapshot()
+    oldest, newest = snapshot_ages(snapshot_span(metadata), now)
+    return {
+        "table": name,
+        "collected_at": now,
+        "metadata_location": table.metadata_location,
+        "location": metadata.location,
+        "format_version": metadata.format_version,
+        "snapshot_id": snapshot.snapshot_id if snapshot is not None else None,
+        "partition_spec_count": len(metadata.partition_specs),
+        "snapshot_count": len(metadata.snapshots),
+        "oldest_snapshot_age_seconds": oldest,
+        "newest_snapshot_age_seconds": newest,
+        "metadata_log_entries": len(metadata.metadata_log),
+        "branch_count": sum(
+            1
+            for ref_name, ref in metadata.refs.items()
+            if ref.snapshot_ref_type == SnapshotRefType.BRANCH and ref_name != MAIN_BRANCH
+        ),
+        "tag_count": sum(1 for ref in metadata.refs.values() if ref.snapshot_ref_type == SnapshotRefType.TAG),
+        "properties": dict(metadata.properties),
+    }
+
+
 def current_manifests(table: Table, name: str) -> list[ManifestRef]:
     """The manifests of the table's current snapshot (none without a snapshot), from its manifest list;
     an unreadable list is a `MetadataReadError` naming the table, the list and the snapshot."""
@@ -140,10 +183,8 @@ def read_status(
     if workers < 1:
         raise ValueError(f"table {name}: 'workers' must be at least 1, got {workers}")
     metadata = table.metadata
-    properties = dict(metadata.properties)
-    target, small = file_size_limits(name, properties, thresholds)
+    target, small = file_size_limits(name, metadata.properties, thresholds)
 
-    snapshot = table.current_snapshot()
     refs = current_manifests(table, name)
     summaries = _summaries(name, table.io, refs, small, workers, cache)
 
@@ -154,21 +195,11 @@ def read_status(
             histogram[index] += count
         partitions.update((ref.spec_id, values) for values in summary.partitions)
 
-    timestamps = [s.timestamp_ms for s in metadata.snapshots]
-    now_ms = now.timestamp() * 1000
-
-    def age_seconds(timestamp_ms: int) -> float:
-        return max(0.0, (now_ms - timestamp_ms) / 1000)
-
     position_files = sum(s.position_delete_files for s in summaries)
     equality_files = sum(s.equality_delete_files for s in summaries)
     return TableStatus(
-        table=name,
-        collected_at=now,
-        metadata_location=table.metadata_location,
-        location=metadata.location,
-        format_version=metadata.format_version,
-        snapshot_id=snapshot.snapshot_id if snapshot is not None else None,
+        **metadata_facts(table, name, now),
+        snapshot_span_ms=snapshot_span(metadata),
         live_data_files=sum(s.data_files for s in summaries),
         live_position_delete_files=position_files,
         live_equality_delete_files=equality_files,
@@ -188,19 +219,6 @@ def read_status(
         delete_manifest_count=sum(1 for ref in refs if ref.content == MANIFEST_CONTENT_DELETES),
         manifest_bytes=sum(ref.length for ref in refs),
         partition_count=len(partitions),
-        partition_spec_count=len(metadata.partition_specs),
-        snapshot_count=len(timestamps),
-        snapshot_span_ms=(min(timestamps), max(timestamps)) if timestamps else None,
-        oldest_snapshot_age_seconds=age_seconds(min(timestamps)) if timestamps else None,
-        newest_snapshot_age_seconds=age_seconds(max(timestamps)) if timestamps else None,
-        metadata_log_entries=len(metadata.metadata_log),
-        branch_count=sum(
-            1
-            for ref_name, ref in metadata.refs.items()
-            if ref.snapshot_ref_type == SnapshotRefType.BRANCH and ref_name != MAIN_BRANCH
-        ),
-        tag_count=sum(1 for ref in metadata.refs.values() if ref.snapshot_ref_type == SnapshotRefType.TAG),
-        properties=properties,
     )
 
 

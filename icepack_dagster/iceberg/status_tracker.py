@@ -29,15 +29,14 @@ from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import CatalogUnavailableError, IcepackError, TableNotFoundError
 from icepack_dagster.iceberg.catalogs import load_table
-from icepack_dagster.iceberg.light_status import (
-    LightStatus,
-    StatusDepth,
-    read_light_status,
+from icepack_dagster.iceberg.light_status import LightStatus, StatusDepth, read_light_status
+from icepack_dagster.iceberg.manifest_reader import ManifestCache
+from icepack_dagster.iceberg.status_reader import (
+    file_size_limits,
+    read_status,
     snapshot_ages,
     snapshot_span,
 )
-from icepack_dagster.iceberg.manifest_reader import ManifestCache
-from icepack_dagster.iceberg.status_reader import file_size_limits, read_status
 
 AnyStatus = TableStatus | LightStatus
 _CHUNK = 500
