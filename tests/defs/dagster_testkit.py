@@ -5,6 +5,7 @@ a partition range, and build small real Iceberg tables through PyIceberg (no Spa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dagster as dg
@@ -15,7 +16,11 @@ from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.jobs import health_sync_run_config
 from icepack_dagster.defs.metadata import decode_health
 from icepack_dagster.defs.tags import batch_tags
+from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
 from icepack_dagster.domain.health_model import TableHealth
+from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.engine import Engine
+from icepack_dagster.settings import IcepackSettings
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
@@ -46,6 +51,23 @@ def apply_partition_requests(instance: dg.DagsterInstance, result: dg.SensorResu
         else:
             for key in request.partition_keys:
                 instance.delete_dynamic_partition(request.partitions_def_name, key)
+
+
+def record_failures(settings: IcepackSettings, table: str, times: int, days_ago: float = 10) -> None:
+    """`times` failed maintenances of `table` in its history, an hour apart, starting `days_ago` days ago
+    (what quarantine counts)."""
+    history = Engine(settings).history_store
+    start = datetime.now(UTC) - timedelta(days=days_ago)
+    for i in range(times):
+        at = start + timedelta(hours=i)
+        failed = ActionResult(
+            action=MaintenanceAction.REWRITE_DATA_FILES,
+            status="failed",
+            statements=(),
+            duration_seconds=1.0,
+            error=f"{table}: rewrite_data_files: disk full",
+        )
+        history.record(MaintenanceReport(table=table, started_at=at, finished_at=at, results=(failed,)))
 
 
 def discover(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[str]:

@@ -7,22 +7,19 @@ exercised in tests/integration/test_dagster_loop.py)."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 
 from icepack_dagster.defs.fleet import FleetSummary, prometheus_text, write_prometheus_file
 from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
 from icepack_dagster.domain.health_model import HealthState
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
     evaluate_sensor,
+    record_failures,
     run_health_sync,
     small_file_table,
 )
@@ -73,24 +70,7 @@ def test_fleet_summary_asset(
     apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
     assert run_health_sync(defs, instance, [f"lake.{namespace}.fine", f"lake.{namespace}.small"]).success
     stuck = f"lake.{namespace}.small"
-    at = datetime.now(UTC) - timedelta(days=1)
-    for _ in range(3):
-        Engine(scoped_settings).history_store.record(
-            MaintenanceReport(
-                table=stuck,
-                started_at=at,
-                finished_at=at,
-                results=(
-                    ActionResult(
-                        action=MaintenanceAction.REWRITE_DATA_FILES,
-                        status="failed",
-                        statements=(),
-                        duration_seconds=1.0,
-                        error="disk full",
-                    ),
-                ),
-            )
-        )
+    record_failures(scoped_settings, stuck, 3, days_ago=1)
     result = defs.resolve_job_def("fleet_refresh").execute_in_process(instance=instance)
     (event,) = result.asset_materializations_for_node("fleet_summary")
     metadata = event.metadata
@@ -99,7 +79,9 @@ def test_fleet_summary_asset(
     assert metadata["tables_healthy"].value == 1
     assert metadata["tables_unknown"].value == 1
     assert metadata["quarantined_tables"].value == 1
-    assert metadata["quarantined"].records[0].data == {"table": stuck, "last_error": "disk full"}
+    assert metadata["quarantined"].records[0].data == {
+        "table": stuck, "last_error": f"{stuck}: rewrite_data_files: disk full"
+    }
     assert metadata["maintenance_running"].value == 0
     assert "1 critical" in metadata["summary"].value
     prom = Path(str(platform.fleet_metrics_path)).read_text()

@@ -21,8 +21,6 @@ from icepack_dagster.defs.maintenance_selection import order_candidates
 from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.defs.sensor_cursors import MaintenanceCursor
 from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
-from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.table_key import parse_table_key
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
@@ -31,6 +29,7 @@ from tests.defs.conftest import pg_table_count
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
     evaluate_sensor,
+    record_failures,
     run_health_sync,
     small_file_table,
 )
@@ -59,26 +58,7 @@ def with_platform(settings: IcepackSettings, **knobs: object) -> dg.Definitions:
 
 
 def fail_maintenance(settings: IcepackSettings, partition: str, times: int) -> None:
-    history = Engine(settings).history_store
-    start = datetime.now(UTC) - timedelta(days=10)
-    for i in range(times):
-        at = start + timedelta(hours=i)
-        history.record(
-            MaintenanceReport(
-                table=partition,
-                started_at=at,
-                finished_at=at,
-                results=(
-                    ActionResult(
-                        action=MaintenanceAction.REWRITE_DATA_FILES,
-                        status="failed",
-                        statements=(),
-                        duration_seconds=1.0,
-                        error=f"{partition}: rewrite_data_files: disk full",
-                    ),
-                ),
-            )
-        )
+    record_failures(settings, partition, times)
 
 
 def evaluate_inside_a_run(

@@ -12,7 +12,6 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -22,9 +21,7 @@ import pytest
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.metadata import OUTCOME, decode_report
 from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.engine import Engine
+from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     after_run,
@@ -32,6 +29,7 @@ from tests.defs.dagster_testkit import (
     evaluate_sensor,
     execute_run_request,
     latest_health,
+    record_failures,
     sync_request,
 )
 from tests.tables_testkit import table_fingerprint
@@ -133,25 +131,7 @@ def test_quarantined_table_is_left_alone_and_says_why(
     qualified = f"lake.{namespace}.stuck"
     small_files_table(spark, qualified, inserts=10)
     before = table_fingerprint(spark, qualified)
-    history = Engine(scoped_settings).history_store
-    start = datetime.now(UTC) - timedelta(days=5)
-    for i in range(3):
-        history.record(
-            MaintenanceReport(
-                table=qualified,
-                started_at=start + timedelta(hours=i),
-                finished_at=start + timedelta(hours=i),
-                results=(
-                    ActionResult(
-                        action=MaintenanceAction.REWRITE_DATA_FILES,
-                        status="failed",
-                        statements=(),
-                        duration_seconds=1.0,
-                        error=f"{qualified}: rewrite_data_files: disk full",
-                    ),
-                ),
-            )
-        )
+    record_failures(scoped_settings, qualified, 3, days_ago=5)
     discovered = evaluate_sensor(defs, "iceberg_table_discovery", instance)
     apply_partition_requests(instance, discovered)
     assert execute_run_request(defs, instance, discovered.run_requests[0], "health_sync").success
