@@ -143,6 +143,17 @@ def jdbc_driver_jars(settings: IcepackSettings) -> list[str]:
     return jars
 
 
+def needs_aws_bundle(settings: IcepackSettings) -> bool:
+    """Whether Spark needs the AWS SDK bundle: a Glue or REST catalog (whose tables usually sit on S3),
+    or a warehouse on `s3://`/`s3a://`."""
+    for catalog in settings.catalogs.values():
+        if isinstance(catalog, GlueCatalogSettings | RestCatalogSettings):
+            return True
+        if isinstance(catalog, PostgresCatalogSettings) and catalog.warehouse.startswith(("s3://", "s3a://")):
+            return True
+    return False
+
+
 SECRET_CONF_SUFFIXES = (".credential", ".jdbc.password", ".token", ".client_secret")
 
 

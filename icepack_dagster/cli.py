@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -29,6 +30,7 @@ from icepack_dagster.presentation import (
     report_json,
 )
 from icepack_dagster.settings import load_settings
+from icepack_dagster.spark import jvm_artifacts
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO, EXIT_TABLE_GONE = 0, 1, 2, 3, 4
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -229,6 +231,28 @@ def quarantine_release(ctx: _Context, table: str) -> None:
     key = ctx.engine.resolve(table)
     ctx.engine.release_quarantine(key)
     click.echo(f"{ctx.engine.display_name(key)}: released from quarantine")
+
+
+@cli.group()
+def jars() -> None:
+    """The pinned Maven Central jars that Spark sessions load (icepack_dagster/spark/jvm_artifacts.py)."""
+
+
+@jars.command("fetch")
+@click.option(
+    "--into",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory to fill instead of the jar cache (spark.jar_cache), e.g. an image's jar folder.",
+)
+def jars_fetch(into: Path | None) -> None:
+    """Download each pinned jar that is missing or damaged, and check its SHA-256; print their paths."""
+    spark = load_settings().spark
+    paths = jvm_artifacts.fetch(
+        jvm_artifacts.ARTIFACTS, into or spark.jar_cache, spark.maven_repository, progress=_progress
+    )
+    for path in paths:
+        click.echo(str(path))
 
 
 @cli.command("config")

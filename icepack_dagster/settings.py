@@ -118,14 +118,28 @@ class SparkSettings(_Model):
     app_name: str = "icepack"
     jars: list[str] | None = Field(
         default=None,
-        description="Jars for the driver classpath; default: the Iceberg runtime from "
-        "snowpark-connect-deps-iceberg plus the JDBC drivers the catalogs need",
+        description="Jars for the driver classpath; default: the pinned Iceberg runtime (and AWS bundle "
+        "where a catalog needs S3) from the jar cache, plus the JDBC drivers the catalogs need",
+    )
+    jar_cache: Path = Field(
+        default=Path("~/.cache/icepack/jars"),
+        validate_default=True,
+        description="Where `icepack jars fetch` keeps the pinned Maven Central jars the sessions load",
+    )
+    maven_repository: str = Field(
+        default="https://repo1.maven.org/maven2",
+        description="Maven repository `icepack jars fetch` downloads from (Maven Central or a mirror)",
     )
     driver_memory: str = "2g"
     conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings")
     connect_timeout_seconds: float = Field(
         default=30.0, gt=0, le=600, description="How long an sc:// master may take to answer at start"
     )
+
+    @field_validator("jar_cache")
+    @classmethod
+    def _expand_jar_cache(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
 
     @field_validator("master")
     @classmethod

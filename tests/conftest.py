@@ -75,6 +75,7 @@ def icepack_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def settings(icepack_home: Path, postgres_database: str) -> IcepackSettings:
     """Two real catalogs: `lake` (embedded SQLite) and `pg` (PostgreSQL-backed SQL catalog)."""
+    jar_cache = os.environ.get("ICEPACK_SPARK__JAR_CACHE")  # where scripts/setup put the jars
     for key in [k for k in os.environ if k.startswith("ICEPACK_")]:
         os.environ.pop(key)
     return load_settings(
@@ -90,7 +91,7 @@ def settings(icepack_home: Path, postgres_database: str) -> IcepackSettings:
                 "warehouse": str(icepack_home / "pg_warehouse"),
             },
         },
-        spark={"master": "local[2]", "driver_memory": "1g"},
+        spark={"master": "local[2]", "driver_memory": "1g", **({"jar_cache": jar_cache} if jar_cache else {})},
     )
 
 

@@ -7,7 +7,6 @@ configuration, so a Connect session gets only runtime SQL settings and needs no 
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import shutil
@@ -15,46 +14,40 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from icepack_dagster.catalog_config import jdbc_driver_jars, redact_conf, spark_catalog_conf
+from icepack_dagster.catalog_config import (
+    POSTGRES_JDBC_JAR,
+    SQLITE_JDBC_JAR,
+    jdbc_driver_jars,
+    needs_aws_bundle,
+    redact_conf,
+    spark_catalog_conf,
+)
 from icepack_dagster.exceptions import MissingComponentError
 from icepack_dagster.settings import IcepackSettings
+from icepack_dagster.spark.jvm_artifacts import ICEBERG_AWS_BUNDLE, ICEBERG_SPARK_RUNTIME, cached_jar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 _JAR_PACKAGES = {
-    "/usr/share/java/sqlite-jdbc.jar": "the Debian package libxerial-sqlite-jdbc-java",
-    "/usr/share/java/postgresql.jar": "the Debian package libpostgresql-jdbc-java",
+    SQLITE_JDBC_JAR: "the Debian package libxerial-sqlite-jdbc-java",
+    POSTGRES_JDBC_JAR: "the Debian package libpostgresql-jdbc-java",
 }
 
 
-def bundled_iceberg_runtime_jar() -> str:
-    """The Iceberg Spark runtime shipped in the PyPI package snowpark-connect-deps-iceberg==1.0.2."""
-    spec = importlib.util.find_spec("snowpark_connect_deps_iceberg")
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingComponentError(
-            "the Iceberg Spark runtime jar is missing: pip install 'snowpark-connect-deps-iceberg==1.0.2' "
-            "or list your own jar in ICEPACK_SPARK__JARS"
-        )
-    jar = Path(next(iter(spec.submodule_search_locations))) / "jars" / ICEBERG_RUNTIME_JAR
-    if not jar.is_file():
-        raise MissingComponentError(f"{jar} is missing: reinstall snowpark-connect-deps-iceberg==1.0.2")
-    return str(jar)
+def default_jars(settings: IcepackSettings) -> list[str]:
+    """The pinned Iceberg runtime from the jar cache, the AWS bundle where a catalog reaches S3 or Glue,
+    and the JDBC drivers of the SQL catalogs."""
+    artifacts = [ICEBERG_SPARK_RUNTIME, *([ICEBERG_AWS_BUNDLE] if needs_aws_bundle(settings) else [])]
+    cache = settings.spark.jar_cache
+    return [str(cached_jar(artifact, cache)) for artifact in artifacts] + jdbc_driver_jars(settings)
 
 
 def resolve_jars(settings: IcepackSettings) -> list[str]:
-    """Configured jars, or the bundled Iceberg runtime plus the JDBC drivers the catalogs need.
-    Every local jar must exist; a missing one names the package that provides it."""
-    jars = (
-        settings.spark.jars
-        if settings.spark.jars is not None
-        else [
-            bundled_iceberg_runtime_jar(),
-            *jdbc_driver_jars(settings),
-        ]
-    )
+    """Configured jars (`spark.jars`), or `default_jars`. Every local jar must exist; a missing one names
+    what provides it."""
+    jars = settings.spark.jars if settings.spark.jars is not None else default_jars(settings)
     for jar in jars:
         if "://" not in jar and not Path(jar).is_file():
             hint = _JAR_PACKAGES.get(jar, "the artifact that provides it, or fix ICEPACK_SPARK__JARS")

@@ -1,9 +1,9 @@
 """Contract: the user-code image's Dockerfile passes hadolint with no finding and keeps our image policy.
 
 Policy: a pinned (tagged, never `latest`) python:3.11-slim-bookworm base; Java 17 and the Debian JDBC
-drivers; `pip install .`; the Iceberg runtime jar at the path the production values name; the AWS bundle
-only through an empty-by-default URL build argument that requires its SHA-256; no secret baked in; a
-numeric non-root USER last; a .dockerignore that sends only the package to the build.
+drivers; `pip install .`; the pinned Maven Central jars fetched (and digest-checked) by `icepack jars
+fetch` into the folder the image's jar cache setting names; no secret baked in; a numeric non-root USER
+last; a .dockerignore that sends only the package to the build.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from icepack_dagster.spark.session import ICEBERG_RUNTIME_JAR, bundled_iceberg_runtime_jar
 from tests.deploy import chart
 
 DOCKERFILE = chart.REPO / "deploy" / "docker" / "Dockerfile"
@@ -72,21 +71,16 @@ def test_runtime_pieces_are_installed() -> None:
     for package in ("openjdk-17-jre-headless", "libpostgresql-jdbc-java", "libxerial-sqlite-jdbc-java"):
         assert package in runs
     assert "pip install --no-cache-dir ." in runs
-    site_packages_jar = bundled_iceberg_runtime_jar().split("site-packages/", 1)[1]
-    assert f"/opt/venv/lib/python3.11/site-packages/{site_packages_jar}" in runs
-    assert f"/opt/icepack/jars/{ICEBERG_RUNTIME_JAR}" in runs
 
 
-def test_aws_bundle_is_optional_and_checksummed() -> None:
-    args = _args()
-    assert args["ICEBERG_AWS_BUNDLE_URL"] == "" and args["ICEBERG_AWS_BUNDLE_SHA256"] == ""
-    runs = " ".join(rest for instruction, rest in _instructions() if instruction == "RUN")
-    assert "sha256sum --check --strict" in runs
-    assert "ICEBERG_AWS_BUNDLE_SHA256 is required" in runs
-    prod_jars = {e["name"]: e.get("value", "") for e in
-                 chart.user_deployment(chart.load_values("values.yaml", "values-prod.yaml"))["env"]}
-    assert "/opt/icepack/jars/iceberg-aws-bundle.jar" in prod_jars["ICEPACK_SPARK__JARS"]
-    assert "/opt/icepack/jars/iceberg-aws-bundle.jar" in runs
+def test_pinned_jars_are_fetched_where_the_image_looks_for_them() -> None:
+    """The build fetches the pinned jars (digests checked) into the folder the image's
+    ICEPACK_SPARK__JAR_CACHE names, so sessions find them without a download."""
+    runs = [rest for instruction, rest in _instructions() if instruction == "RUN"]
+    assert "/opt/venv/bin/icepack jars fetch --into /opt/icepack/jars" in runs
+    env = " ".join(rest for instruction, rest in _instructions() if instruction == "ENV")
+    assert "ICEPACK_SPARK__JAR_CACHE=/opt/icepack/jars" in shlex.split(env)
+    assert _args()["ICEPACK_SPARK__MAVEN_REPOSITORY"] == "https://repo1.maven.org/maven2"
 
 
 @pytest.mark.parametrize("instruction", ["ENV", "ARG", "LABEL"])
