@@ -186,8 +186,10 @@ class IcepackSettings(BaseSettings):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     thresholds: HealthThresholds = Field(default_factory=HealthThresholds)
     policy_file: Path | None = Field(default=None, description="YAML policy rules (docs/POLICY.md)")
-    state_url: str | None = Field(
-        default=None, description="SQLAlchemy URL of the maintenance history; default SQLite under home"
+    state_url: SecretStr | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the maintenance history (a secret: it may hold the database "
+        "password); default SQLite under home",
     )
     status_workers: int = Field(default=8, ge=1, le=64, description="Manifests read in parallel")
     store_manifest_summaries: bool = Field(
@@ -236,7 +238,9 @@ class IcepackSettings(BaseSettings):
 
     @property
     def resolved_state_url(self) -> str:
-        return self.state_url or f"sqlite:///{self.home / 'state.db'}"
+        if self.state_url is not None and self.state_url.get_secret_value():
+            return self.state_url.get_secret_value()
+        return f"sqlite:///{self.home / 'state.db'}"
 
     @classmethod
     def settings_customise_sources(

@@ -29,6 +29,7 @@ from icepack_dagster.spark.jvm_artifacts import ICEBERG_AWS_BUNDLE, ICEBERG_SPAR
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+SPARK_REDACTION_REGEX = "(?i)secret|password|token|credential|access[.]key"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 _JAR_PACKAGES = {
     SQLITE_JDBC_JAR: "the Debian package libxerial-sqlite-jdbc-java",
@@ -99,6 +100,9 @@ def spark_conf(settings: IcepackSettings) -> dict[str, str]:
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         "spark.driver.memory": settings.spark.driver_memory,
         "spark.ui.showConsoleProgress": "false",
+        # Spark masks conf values whose keys match this in its UI, event logs and REST API; its default
+        # misses `credential` (REST catalogs' OAuth2 client secret), so every secret key is named.
+        "spark.redaction.regex": SPARK_REDACTION_REGEX,
     }
     log_config = Path(__file__).with_name("log4j2.properties")
     conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log_config.as_uri()}"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pydantic import SecretStr
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
@@ -69,7 +70,7 @@ def test_a_summary_survives_the_round_trip(catalogs: CatalogSet, namespace: str)
 def test_a_new_process_decodes_only_new_manifests(
     settings: IcepackSettings, catalogs: CatalogSet, namespace: str, state_url: str
 ) -> None:
-    scoped = settings.model_copy(update={"state_url": state_url, "store_manifest_summaries": True})
+    scoped = settings.model_copy(update={"state_url": SecretStr(state_url), "store_manifest_summaries": True})
     key = _partitioned_table(catalogs, namespace, "streaming", appends=4)
 
     first_run = Engine(scoped, catalogs=catalogs)

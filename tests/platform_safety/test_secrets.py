@@ -61,7 +61,9 @@ def _secret_settings(settings: IcepackSettings, namespace: str, database: str) -
                 ),
             },
             "include": [f"pg.{namespace}.*", "polaris.*"],
-            "state_url": f"postgresql+psycopg2://{PG_USER}:{STATE_PASSWORD}@{PG_HOST}:{PG_PORT}/{database}",
+            "state_url": SecretStr(
+                f"postgresql+psycopg2://{PG_USER}:{STATE_PASSWORD}@{PG_HOST}:{PG_PORT}/{database}"
+            ),
         }
     )
 

@@ -120,16 +120,23 @@ def test_the_icepack_command_never_prints_the_password(postgres_database: str, t
         "ICEPACK_HOME": str(tmp_path),
         "ICEPACK_CATALOGS": json.dumps({"guarded": rejected_catalog(tmp_path, postgres_database)}),
     }
+    # the state database's URL carries a password too; `config` must mask it
+    state_url = f"postgresql+psycopg2://{ROLE}:{SECRET}@{PG_HOST}:{PG_PORT}/{postgres_database}"
     failing = (("tables",), ("status", "sales.orders"), ("maintain", "sales.orders", "--json"))
     runs = {
         args: subprocess.run([ICEPACK, *args], env=env, capture_output=True, text=True, timeout=300)
-        for args in (("config",), *failing)
+        for args in failing
     }
+    runs[("config",)] = subprocess.run(
+        [ICEPACK, "config"], env=env | {"ICEPACK_STATE_URL": state_url}, capture_output=True, text=True,
+        timeout=60,
+    )
 
     for args, done in runs.items():
         assert_no_secret(done.stdout, done.stderr)
         assert "Traceback" not in done.stderr, args
-    assert runs[("config",)].returncode == 0 and "**********" in runs[("config",)].stdout
+    shown = json.loads(runs[("config",)].stdout)
+    assert runs[("config",)].returncode == 0 and shown["state_url"] == "**********"
     for args in failing:
         assert runs[args].returncode == 1, (args, runs[args].stderr)
         assert "guarded" in runs[args].stdout + runs[args].stderr
