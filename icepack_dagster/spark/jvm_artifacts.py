@@ -69,7 +69,15 @@ ICEBERG_AWS_BUNDLE = MavenArtifact(
     purpose="AWS SDK for S3FileIO and the Glue catalog (sessions on s3:// warehouses, Glue, REST)",
 )
 
-ARTIFACTS: tuple[MavenArtifact, ...] = (ICEBERG_SPARK_RUNTIME, ICEBERG_AWS_BUNDLE)
+SPARK_CONNECT_SERVER = MavenArtifact(
+    group="org.apache.spark",
+    artifact="spark-connect_2.12",
+    version="3.5.7",
+    sha256="15366e21273a874c760b51fa00743a2acb8fa78642cc35d7a076a3ade0c5eef6",
+    purpose="Spark Connect server for pyspark 3.5.7 (an sc:// master; pyspark's wheel leaves it out)",
+)
+
+ARTIFACTS: tuple[MavenArtifact, ...] = (ICEBERG_SPARK_RUNTIME, ICEBERG_AWS_BUNDLE, SPARK_CONNECT_SERVER)
 
 
 def sha256_of(path: Path) -> str:

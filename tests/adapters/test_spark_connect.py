@@ -4,8 +4,7 @@ configured timeout, and an endpoint that answers but is not a Spark Connect serv
 with an error naming the endpoint and what to check. Each table gets its own server-side session
 (`newSession()`), and a Connect session never turns the process's classic pyspark into Connect mode.
 
-No Spark Connect server runs here: Spark 3.5's server jar (spark-connect_2.12) is in no PyPI or Debian
-package (pyspark's wheel leaves it out), so a real compaction through `sc://` is not tested."""
+A real compaction through a real Spark Connect server is test_spark_connect_server.py's."""
 
 from __future__ import annotations
 
