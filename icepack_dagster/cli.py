@@ -1,7 +1,8 @@
 """The `icepack` command: the engine without Dagster, for people (tables of text) and machines (--json).
 
 Exit codes: 0 done (or a dry run listed its work), 1 failed, 2 bad usage or configuration,
-3 nothing to do, 4 the named table is gone (not in its catalog: dropped, or misspelt; nothing ran).
+3 nothing to do, 4 the named table is gone (not in its catalog: dropped, or misspelt; nothing ran),
+5 deferred (the catalog or storage kept failing transiently after retries; nothing ran; try again later).
 Progress goes to stderr so that --json output stays clean on stdout.
 """
 
@@ -32,7 +33,7 @@ from icepack_dagster.presentation import (
 from icepack_dagster.settings import load_settings
 from icepack_dagster.spark import jvm_artifacts
 
-EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO, EXIT_TABLE_GONE = 0, 1, 2, 3, 4
+EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO, EXIT_TABLE_GONE, EXIT_DEFERRED = 0, 1, 2, 3, 4, 5
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
@@ -165,6 +166,8 @@ def maintain(
     outcomes = {r.outcome for _, r in reports}
     if "failed" in outcomes:
         sys.exit(EXIT_FAILED)
+    if "deferred" in outcomes:
+        sys.exit(EXIT_DEFERRED)
     if outcomes == {"table_gone"} and not all_tables:
         sys.exit(EXIT_TABLE_GONE)
     if outcomes <= {"nothing_to_do", "table_gone"}:  # with --all, tables dropped since discovery

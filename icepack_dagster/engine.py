@@ -204,7 +204,8 @@ class Engine:
         A table dropped since it was recommended gets its actions skipped as "table no longer exists"
         and the outcome `table_gone` (nothing runs, nothing is recorded). An invalid policy, unreadable
         metadata or a table Spark cannot open fails its actions with the error, recorded like any
-        failure; an unreachable catalog fails them too, unrecorded, since it is no fault of the table."""
+        failure; a catalog that stays unreachable after retries defers them (outcome `deferred`),
+        unrecorded, since it is no fault of the table."""
         started = utc_now()
         known = recommendation
         try:
@@ -216,7 +217,7 @@ class Engine:
             report = self._unrun(key, started, known, only, "skipped", reason)
             return report.model_copy(update={"table_gone": True})
         except CatalogUnavailableError as error:  # the catalog's fault, not the table's: not recorded
-            return self._unrun(key, started, known, only, "failed", _bounded(str(error)))
+            return self._unrun(key, started, known, only, "deferred", _bounded(str(error)))
         except (InvalidPolicyError, MetadataReadError, MaintenanceError) as error:
             report = self._unrun(key, started, known, only, "failed", _bounded(str(error)))
             if not dry_run:

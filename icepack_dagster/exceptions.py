@@ -27,7 +27,8 @@ class MissingComponentError(IcepackError):
 
 
 class CatalogUnavailableError(IcepackError):
-    """The catalog could not be reached or listed; nothing was changed because of it."""
+    """The catalog (or the table's storage) could not be reached or listed, even after retries; nothing
+    was changed because of it, and maintenance counts it as deferred, never as the table's failure."""
 
 
 class SparkConnectUnavailableError(IcepackError):
@@ -74,6 +75,11 @@ class RejectedSparkOverrideError(IcepackError):
 
 class MetadataReadError(IcepackError):
     """The table's Iceberg metadata (metadata file, manifest list or manifest) could not be read."""
+
+
+class InternalError(IcepackError):
+    """An error only a bug raises (in icepack or a library it calls), not a fault of the table; the
+    message says so and names the table, and the traceback is logged."""
 
 
 class MaintenanceError(IcepackError):

@@ -27,7 +27,8 @@ class MaintenanceAction(StrEnum):
 
 ACTION_ORDER: tuple[MaintenanceAction, ...] = tuple(MaintenanceAction)
 
-ActionStatus = Literal["succeeded", "failed", "skipped", "dry_run"]
+# deferred: not run because the catalog or storage kept failing transiently; retried later, never a failure
+ActionStatus = Literal["succeeded", "failed", "skipped", "dry_run", "deferred"]
 
 
 class ActionImpact(BaseModel):

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from icepack_dagster.domain.actions import ActionResult
 
-Outcome = Literal["nothing_to_do", "succeeded", "failed", "dry_run", "table_gone"]
+Outcome = Literal["nothing_to_do", "succeeded", "failed", "dry_run", "table_gone", "deferred"]
 
 
 class MaintenanceReport(BaseModel):
@@ -37,6 +37,8 @@ class MaintenanceReport(BaseModel):
         statuses = {r.status for r in self.results}
         if "failed" in statuses:
             return "failed"
+        if "deferred" in statuses:
+            return "deferred"
         if "succeeded" in statuses:
             return "succeeded"
         if "dry_run" in statuses:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from functools import lru_cache
 
@@ -14,10 +15,19 @@ from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import (
     CatalogUnavailableError,
     ConfigurationError,
+    InternalError,
     MetadataReadError,
     TableNotFoundError,
 )
+from icepack_dagster.iceberg.catalog_errors import (
+    RETRY_DELAYS_SECONDS,
+    is_programming_error,
+    is_transient,
+    with_retries,
+)
 from icepack_dagster.settings import EmbeddedCatalogSettings, IcepackSettings
+
+logger = logging.getLogger(__name__)
 
 
 def prepare_embedded_catalog(catalog: EmbeddedCatalogSettings, settings: IcepackSettings) -> None:
@@ -81,15 +91,27 @@ def _without_secrets(message: str, settings: IcepackSettings) -> str:
 
 
 def load_table(catalog: Catalog, key: TableKey) -> Table:
-    """The PyIceberg table; a missing one is `TableNotFoundError`, any other failure
-    `MetadataReadError`, both naming the table."""
+    """The PyIceberg table. A missing one is `TableNotFoundError`; a catalog that keeps failing
+    transiently (retried with backoff) `CatalogUnavailableError`; a bug `InternalError` (traceback
+    logged); anything else `MetadataReadError`; each naming the table."""
     try:
-        return catalog.load_table(key.identifier)
+        return with_retries(lambda: catalog.load_table(key.identifier))
     except (NoSuchTableError, NoSuchNamespaceError):
         raise TableNotFoundError(
             f"table {key.text} does not exist in catalog {key.catalog!r} (dropped or renamed?)"
         ) from None
     except Exception as error:  # catalogs raise driver- and storage-specific errors; translate them all
-        raise MetadataReadError(
-            f"table {key.text}: its metadata could not be loaded ({type(error).__name__}: {error})"
-        ) from error
+        what = f"{type(error).__name__}: {error}"
+        if is_transient(error):
+            raise CatalogUnavailableError(
+                f"table {key.text}: catalog {key.catalog!r} did not answer after "
+                f"{len(RETRY_DELAYS_SECONDS) + 1} attempts ({what}); nothing was changed, and maintenance "
+                "is deferred until the catalog answers again"
+            ) from error
+        if is_programming_error(error):
+            logger.exception("internal error while loading table %s", key.text)
+            raise InternalError(
+                f"table {key.text}: internal error while loading its metadata ({what}); this is a bug in "
+                "icepack or PyIceberg, not a fault of the table: the traceback is in the log"
+            ) from error
+        raise MetadataReadError(f"table {key.text}: its metadata could not be loaded ({what})") from error

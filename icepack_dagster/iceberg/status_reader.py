@@ -7,6 +7,7 @@ and their aggregates are reused through an optional `ManifestCache` shared betwe
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,13 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.status import FileSizeBucket, TableStatus
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.exceptions import InvalidPolicyError, MetadataReadError
+from icepack_dagster.exceptions import (
+    CatalogUnavailableError,
+    IcepackError,
+    InvalidPolicyError,
+    MetadataReadError,
+)
+from icepack_dagster.iceberg.catalog_errors import is_transient, with_retries
 from icepack_dagster.iceberg.catalogs import load_table
 from icepack_dagster.iceberg.manifest_reader import (
     MANIFEST_CONTENT_DELETES,
@@ -36,6 +43,8 @@ from icepack_dagster.iceberg.manifest_reader import (
     summarize_manifest,
 )
 
+logger = logging.getLogger(__name__)
+
 TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
 SMALL_FILE_THRESHOLD_PROPERTY = "icepack.small-file-threshold-bytes"
 DEFAULT_TARGET_FILE_SIZE_BYTES = 536_870_912  # Iceberg's own default for write.target-file-size-bytes
@@ -44,6 +53,28 @@ DEFAULT_TARGET_FILE_SIZE_BYTES = 536_870_912  # Iceberg's own default for write.
 METADATA_READ_ERRORS = (
     OSError, EOFError, ValueError, KeyError, TypeError, IndexError, zlib.error, SchemaResolutionError
 )
+
+
+def unreadable_metadata(table: str, what: str, error: Exception) -> IcepackError:
+    """The error to raise for a metadata file that could not be read, by what went wrong: storage that
+    kept failing transiently (deferred, not the table's fault), a missing or damaged file, or an error
+    that may be a bug in the decoder (said so, traceback logged)."""
+    cause = f"{type(error).__name__}: {error}"
+    if is_transient(error):
+        return CatalogUnavailableError(
+            f"table {table}: {what} could not be read: its storage kept failing ({cause}); nothing was "
+            "changed, and maintenance is deferred until the storage answers again"
+        )
+    if isinstance(error, KeyError | TypeError | IndexError):
+        logger.warning("unexpected error decoding %s of table %s", what, table, exc_info=error)
+        return MetadataReadError(
+            f"table {table}: {what} could not be decoded ({cause}); if the file is intact this is a bug "
+            "in icepack's manifest decoder (the traceback is in the log), otherwise the file is damaged"
+        )
+    hint = "check that the file exists and the table's storage is reachable" if isinstance(
+        error, OSError
+    ) else "the file is damaged or not an Iceberg manifest file"
+    return MetadataReadError(f"table {table}: {what} could not be read ({cause}); {hint}")
 
 
 def _positive_int_property(table: str, properties: Mapping[str, str], name: str, default: int) -> int:
@@ -83,12 +114,9 @@ def _summaries(
 
     def load(ref: ManifestRef) -> ManifestSummary:
         try:
-            return summarize_manifest(io, ref, small)
+            return with_retries(lambda: summarize_manifest(io, ref, small))
         except METADATA_READ_ERRORS as error:
-            raise MetadataReadError(
-                f"table {table}: manifest {ref.path} could not be read ({type(error).__name__}: {error}); "
-                "check that the file exists and the table's storage is reachable"
-            ) from error
+            raise unreadable_metadata(table, f"manifest {ref.path}", error) from error
 
     if workers == 1 or len(missing) <= 1:
         decoded = [load(ref) for ref in missing]
@@ -158,12 +186,10 @@ def current_manifests(table: Table, name: str) -> list[ManifestRef]:
     if snapshot is None:
         return []
     try:
-        return read_manifest_list(table.io, snapshot.manifest_list)
+        return with_retries(lambda: read_manifest_list(table.io, snapshot.manifest_list))
     except METADATA_READ_ERRORS as error:
-        raise MetadataReadError(
-            f"table {name}: manifest list {snapshot.manifest_list} of snapshot {snapshot.snapshot_id} "
-            f"could not be read ({type(error).__name__}: {error})"
-        ) from error
+        what = f"manifest list {snapshot.manifest_list} of snapshot {snapshot.snapshot_id}"
+        raise unreadable_metadata(name, what, error) from error
 
 
 def read_status(

@@ -70,7 +70,7 @@ class HistoryStore:
     def record(self, report: MaintenanceReport) -> None:
         """Append a finished maintenance. Dry runs are not history, nor is a table found gone: a dropped
         table is no failure of its maintenance and must not count towards quarantine."""
-        if report.outcome in ("dry_run", "table_gone"):
+        if report.outcome in ("dry_run", "table_gone", "deferred"):
             return
         with self._engine.begin() as connection:
             connection.execute(

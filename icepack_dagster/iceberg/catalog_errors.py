@@ -1,0 +1,74 @@
+"""What a failure to reach a table's metadata means: passing, missing, damaged, or a bug.
+
+A catalog or object store that answers 5xx, times out or refuses connections is usually back in
+seconds; such a failure is retried with backoff and, if it persists, surfaces as
+`CatalogUnavailableError`, which maintenance records as `deferred` (never as a failure that counts
+towards quarantine: the table did nothing wrong). Errors that only a programming mistake raises are
+`InternalError`, with the traceback logged, so a bug is never dressed up as damaged metadata.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import requests
+import sqlalchemy.exc
+from pyiceberg.exceptions import ServerError, ServiceUnavailableError, TooManyRequestsError
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RETRY_DELAYS_SECONDS = (0.5, 1.0, 2.0)
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    ConnectionError,  # refused, reset, aborted
+    TimeoutError,
+    ServerError,  # REST 5xx
+    ServiceUnavailableError,  # REST 503
+    TooManyRequestsError,  # REST 429
+    requests.ConnectionError,
+    requests.Timeout,
+    sqlalchemy.exc.OperationalError,  # a SQL catalog's server unreachable or restarting
+)
+# Raised only by code that does not do what it was written to do.
+PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
+    AttributeError, TypeError, NameError, AssertionError, ZeroDivisionError
+)
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen and len(seen) < 20:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether the error, or one it was raised from, is a passing catalog or storage failure."""
+    return any(isinstance(link, TRANSIENT_ERRORS) for link in _chain(error))
+
+
+def is_programming_error(error: BaseException) -> bool:
+    return isinstance(error, PROGRAMMING_ERRORS)
+
+
+def with_retries(
+    call: Callable[[], T],
+    delays: tuple[float, ...] = RETRY_DELAYS_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """`call()`, tried again after each delay while it fails transiently; the last error is raised."""
+    for delay in delays:
+        try:
+            return call()
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            logger.info("transient failure (%s: %s); retrying in %.1f s", type(error).__name__, error, delay)
+            sleep(delay)
+    return call()
