@@ -9,7 +9,8 @@ A problem of one table ends in that table's report, never in an exception, so a 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from contextlib import nullcontext
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ from icepack_dagster.exceptions import (
     InvalidPolicyError,
     MaintenanceError,
     MetadataReadError,
+    TableLeaseHeldError,
     TableNotFoundError,
 )
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
@@ -42,6 +44,7 @@ from icepack_dagster.policy_file import load_policy_rules
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.state.history_store import HistoryStore
 from icepack_dagster.state.manifest_store import ManifestSummaryStore
+from icepack_dagster.state.table_lease import TableLeases, default_holder
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -73,8 +76,10 @@ class Engine:
         spark_provider: Callable[[], SparkSession] | None = None,
         history: HistoryStore | None = None,
         manifest_cache: ManifestCache | None = None,
+        lease_holder: str | None = None,
     ) -> None:
         self.settings = settings
+        self.lease_holder = lease_holder or default_holder()
         self.catalogs = catalogs or CatalogSet(settings)
         self._spark_provider = spark_provider
         self._history = history
@@ -85,6 +90,12 @@ class Engine:
     @cached_property
     def history_store(self) -> HistoryStore:
         return self._history or HistoryStore(self.settings.resolved_state_url)
+
+    @cached_property
+    def leases(self) -> TableLeases:
+        return TableLeases(
+            self.settings.resolved_state_url, timedelta(seconds=self.settings.maintenance_lease_seconds)
+        )
 
     @cached_property
     def policy_rules(self) -> tuple[PolicyRule, ...]:
@@ -201,12 +212,31 @@ class Engine:
     ) -> MaintenanceReport:
         """Run the recommended actions (or the subset `only`) on Spark and record the outcome.
 
-        A table dropped since it was recommended gets its actions skipped as "table no longer exists"
-        and the outcome `table_gone` (nothing runs, nothing is recorded). An invalid policy, unreadable
-        metadata or a table Spark cannot open fails its actions with the error, recorded like any
-        failure; a catalog that stays unreachable after retries defers them (outcome `deferred`),
-        unrecorded, since it is no fault of the table."""
+        The table's lease is taken first (not for a dry run): while another maintenance, from the CLI
+        or the platform, holds it, nothing runs and the outcome is `deferred`. A table dropped since it
+        was recommended gets its actions skipped as "table no longer exists" and the outcome
+        `table_gone` (nothing runs, nothing is recorded). An invalid policy, unreadable metadata or a
+        table Spark cannot open fails its actions with the error, recorded like any failure; a catalog
+        that stays unreachable after retries defers them (outcome `deferred`), unrecorded, since it is
+        no fault of the table."""
         started = utc_now()
+        known = recommendation
+        try:
+            with nullcontext() if dry_run else self.leases.hold(key.text, self.lease_holder):
+                return self._plan_and_run(key, started, recommendation, dry_run, only, on_progress)
+        except TableLeaseHeldError as error:  # another maintenance is at it: try again later
+            return self._unrun(key, started, known, only, "deferred", _bounded(str(error)))
+
+    def _plan_and_run(
+        self,
+        key: TableKey,
+        started: datetime,
+        recommendation: Recommendation | None,
+        dry_run: bool,
+        only: Sequence[MaintenanceAction] | None,
+        on_progress: Progress | None,
+    ) -> MaintenanceReport:
+        """`maintain` once the table is ours: plan on fresh status, run, record."""
         known = recommendation
         try:
             status = self.status(key, started)

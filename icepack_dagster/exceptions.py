@@ -77,6 +77,10 @@ class MetadataReadError(IcepackError):
     """The table's Iceberg metadata (metadata file, manifest list or manifest) could not be read."""
 
 
+class TableLeaseHeldError(IcepackError):
+    """Another maintenance (from the CLI or the platform) holds the table's lease; nothing was run."""
+
+
 class InternalError(IcepackError):
     """An error only a bug raises (in icepack or a library it calls), not a fault of the table; the
     message says so and names the table, and the traceback is logged."""

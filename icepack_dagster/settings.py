@@ -191,6 +191,13 @@ class IcepackSettings(BaseSettings):
         description="SQLAlchemy URL of the maintenance history (a secret: it may hold the database "
         "password); default SQLite under home",
     )
+    maintenance_lease_seconds: int = Field(
+        default=600,
+        ge=30,
+        le=86_400,
+        description="How long a table's maintenance lease lasts unless its holder renews it (every third "
+        "of it); the longest a crashed maintenance can keep the table from being maintained",
+    )
     status_workers: int = Field(default=8, ge=1, le=64, description="Manifests read in parallel")
     store_manifest_summaries: bool = Field(
         default=True,
