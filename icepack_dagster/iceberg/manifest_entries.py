@@ -6,8 +6,10 @@ so the statistics must still be walked to reach the next entry, and that walk ma
 10k entries/s on a 22-column table, even with a projected reader schema). Here the walk runs in Python's
 C regular-expression engine: an entry's shape (union branches, array block counts, where long strings
 are) is learnt from one entry decoded exactly in Python, then compiled into a pattern that matches
-exactly the Avro encoding of entries of that shape and captures the five values. An entry that fits no
-known shape is decoded exactly and teaches a new one; a pattern never guesses (docs/PERFORMANCE.md).
+exactly the Avro encoding of entries of that shape and captures the five values. Strings and bytes
+inside arrays (column bounds) match by their one- or two-byte length prefix, so entries whose bounds
+differ in length (up to 1023 bytes) share a pattern. An entry that fits no known shape is decoded
+exactly and teaches a new one; a pattern never guesses (docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, cast
 
 import fastavro
 
-# Iceberg field ids of the entry values status reads, in the order `_Entries` yields them.
+# Iceberg field ids of the entry values status reads, in the order `ManifestEntries` yields them.
 _ROLES = ("status", "content", "partition", "records", "size")
 _ENTRY_ROLES: dict[int, Any] = {
     0: "status",
@@ -39,6 +41,21 @@ _SHORT = b"(?:%s)" % b"|".join(
     re.escape(bytes([2 * n])) + b".{%d}" % n
     for n in (*_COMMON_LENGTHS, *(n for n in range(64) if n not in _COMMON_LENGTHS))
 )  # a string or bytes of 0..63 bytes: its length is one byte, 2n
+_LONG_LIMIT = 1024  # strings and bytes in arrays (column bounds) shorter than this match a pattern
+
+
+def _two_byte_strings(limit: int) -> bytes:
+    """A pattern for a string or bytes of 64 to `limit - 1` bytes. Its length n = 64 * high + low has a
+    two-byte varint prefix, 0x80 | 2 * low then high (zigzag doubles n): an alternation on the first
+    byte, then on the second, each branch skipping exactly n bytes, so a match is still exact."""
+    by_low = []
+    for low in range(64):
+        highs = [re.escape(bytes([high])) + b".{%d}" % (64 * high + low) for high in range(1, limit // 64)]
+        by_low.append(re.escape(bytes([0x80 | 2 * low])) + b"(?:%s)" % b"|".join(highs))
+    return b"(?:%s)" % b"|".join(by_low)
+
+
+_STRING = b"(?:%s|%s)" % (_SHORT, _two_byte_strings(_LONG_LIMIT))  # a string or bytes of 0..1023 bytes
 _WIDTHS = {"boolean": 1, "float": 4, "double": 8}
 _COMPILE_WORTH = 32  # entries left in a manifest that repay compiling a new pattern (~7 ms)
 _SHAPES_KEPT = 4  # patterns tried per manifest before decoding exactly
@@ -85,7 +102,8 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     return (value >> 1) ^ -(value & 1), pos + 1
 
 
-def _number(raw: bytes) -> int:
+def decode_long(raw: bytes) -> int:
+    """The Avro int or long (zigzag varint) whose encoding is exactly `raw`, as the entries give it."""
     value = shift = 0
     for byte in raw:
         value |= (byte & 0x7F) << shift
@@ -93,7 +111,8 @@ def _number(raw: bytes) -> int:
     return (value >> 1) ^ -(value & 1)
 
 
-def _encode(value: int) -> bytes:
+def encode_long(value: int) -> bytes:
+    """Avro's encoding of an int or long (zigzag varint): what an entry value equal to `value` holds."""
     value = (value << 1) ^ (value >> 63)
     out = bytearray()
     while value > 0x7F:
@@ -146,14 +165,16 @@ def _free(node: Node) -> bytes | None:
     """A pattern for any value of `node` (array items, whose choices are not recorded); None if none."""
     kind = node[0]
     if kind in ("v", "n", "s"):
-        return {"v": _VARINT, "n": b"", "s": _SHORT}[kind]
+        return {"v": _VARINT, "n": b"", "s": _STRING}[kind]
     if kind == "f":
         return b".{%d}" % node[1]
     if kind == "u":
         branches = [_free(branch) for branch in node[1]]
         if any(p is None for p in branches):
             return None
-        return b"(?:%s)" % b"|".join(re.escape(_encode(i)) + cast(bytes, p) for i, p in enumerate(branches))
+        return b"(?:%s)" % b"|".join(
+            re.escape(encode_long(i)) + cast(bytes, p) for i, p in enumerate(branches)
+        )
     if kind != "r":
         return None  # an array inside an array item: its counts are not recorded
     fields = [_free(field) for _, field in node[1]]
@@ -174,21 +195,21 @@ def _shaped(
         out.append(_VARINT if kind == "v" else b".{%d}" % node[1])
     elif kind == "s":
         length = next(shape)
-        long = re.escape(_encode(length)) + b".{%d}" % length if inner else None
+        long = re.escape(encode_long(length)) + b".{%d}" % length if inner else None
         out.append(_SHORT if length < 64 else long)
     elif kind == "u":
         branch = next(shape)
-        out.append(re.escape(_encode(branch)))
+        out.append(re.escape(encode_long(branch)))
         if not _shaped(node[1][branch], shape, None, out, roles, inner):
             return False
     elif kind == "a":
         item = _free(node[1])
         if item is None:
             return False
-        item = _SHORT + item if node[2] else item
+        item = _STRING + item if node[2] else item
         for count in next(shape):
             size = _VARINT if count < 0 else b""
-            out.append(re.escape(_encode(count)) + size + b"(?:%s){%d}+" % (item, abs(count)))
+            out.append(re.escape(encode_long(count)) + size + b"(?:%s){%d}+" % (item, abs(count)))
         out.append(b"\x00")
     elif kind == "r":
         if not all(_shaped(field, shape, name, out, roles, inner) for name, field in node[1]):
@@ -216,7 +237,7 @@ def _matcher(patterns: list[re.Pattern[bytes]], order: tuple[int, ...]) -> Shape
         groups: Values = found.groups()
         for pattern in rest:
             raw = groups[-1]
-            length = ((raw[0] & 0x7F) | raw[1] << 7) >> 1 if len(raw) == 2 else _number(raw)
+            length = ((raw[0] & 0x7F) | raw[1] << 7) >> 1 if len(raw) == 2 else decode_long(raw)
             found = pattern(buf, found.end() + length)
             if found is None:
                 return None
@@ -322,8 +343,11 @@ def _find(node: Node, role: str) -> Node | None:
     return None
 
 
-class _Entries:
-    """The entries of one manifest as raw (status, content, partition, records, size) values."""
+class ManifestEntries:
+    """The entries of one manifest (the Avro file's bytes) as raw (status, content, partition, records,
+    size) values: Avro encodings, None for a field the schema lacks (content in v1). Compare them with
+    `encode_long`, read numbers with `decode_long` and partition tuples with `partition`; kept raw
+    because most entries need only two numbers. `expected` is the manifest's entry count if known."""
 
     def __init__(self, data: bytes, path: str, expected: int | None) -> None:
         self.path = path
