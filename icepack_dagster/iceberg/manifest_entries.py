@@ -139,7 +139,8 @@ def _step(
         shape.append(branch)
         pos = _step(node[1][branch], buf, pos, shape, found, None)
     elif kind == "a":
-        blocks = []
+        blocks: list[int] = []
+        items: list[Any] = []  # the items' choices: only whether a string among them is long is kept
         count, pos = _varint(buf, pos)
         while count:
             blocks.append(count)
@@ -149,10 +150,11 @@ def _step(
             for _ in range(count):
                 if node[2]:
                     length, pos = _varint(buf, pos)
+                    items.append(length)
                     pos += length
-                pos = _step(node[1], buf, pos, [], found, None)
+                pos = _step(node[1], buf, pos, items, found, None)
             count, pos = _varint(buf, pos)
-        shape.append(tuple(blocks))
+        shape.append((tuple(blocks), any(isinstance(c, int) and c >= 64 for c in items)))
     elif kind == "r":
         for field_role, field in node[1]:
             pos = _step(field, buf, pos, shape, found, field_role)
@@ -161,15 +163,17 @@ def _step(
     return pos
 
 
-def _free(node: Node) -> bytes | None:
-    """A pattern for any value of `node` (array items, whose choices are not recorded); None if none."""
+def _free(node: Node, long: bool) -> bytes | None:
+    """A pattern for any value of `node` (array items, whose choices are not recorded); None if none.
+    Its strings match up to 63 bytes, or up to 1023 if `long` (a bigger pattern, three times slower to
+    compile: used once an entry of the table has shown a long string in that array)."""
     kind = node[0]
     if kind in ("v", "n", "s"):
-        return {"v": _VARINT, "n": b"", "s": _STRING}[kind]
+        return {"v": _VARINT, "n": b"", "s": _STRING if long else _SHORT}[kind]
     if kind == "f":
         return b".{%d}" % node[1]
     if kind == "u":
-        branches = [_free(branch) for branch in node[1]]
+        branches = [_free(branch, long) for branch in node[1]]
         if any(p is None for p in branches):
             return None
         return b"(?:%s)" % b"|".join(
@@ -177,7 +181,7 @@ def _free(node: Node) -> bytes | None:
         )
     if kind != "r":
         return None  # an array inside an array item: its counts are not recorded
-    fields = [_free(field) for _, field in node[1]]
+    fields = [_free(field, long) for _, field in node[1]]
     return None if any(p is None for p in fields) else b"".join(cast(list[bytes], fields))
 
 
@@ -203,11 +207,12 @@ def _shaped(
         if not _shaped(node[1][branch], shape, None, out, roles, inner):
             return False
     elif kind == "a":
-        item = _free(node[1])
+        blocks, long = next(shape)
+        item = _free(node[1], long)
         if item is None:
             return False
-        item = _STRING + item if node[2] else item
-        for count in next(shape):
+        item = (_STRING if long else _SHORT) + item if node[2] else item
+        for count in blocks:
             size = _VARINT if count < 0 else b""
             out.append(re.escape(encode_long(count)) + size + b"(?:%s){%d}+" % (item, abs(count)))
         out.append(b"\x00")
