@@ -14,6 +14,7 @@ exactly and teaches a new one; a pattern never guesses (docs/PERFORMANCE.md).
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import struct
@@ -166,7 +167,7 @@ def _step(
 def _free(node: Node, long: bool) -> bytes | None:
     """A pattern for any value of `node` (array items, whose choices are not recorded); None if none.
     Its strings match up to 63 bytes, or up to 1023 if `long` (a bigger pattern, three times slower to
-    compile: used once an entry of the table has shown a long string in that array)."""
+    compile: used once an entry of the schema has shown a long string in an array)."""
     kind = node[0]
     if kind in ("v", "n", "s"):
         return {"v": _VARINT, "n": b"", "s": _STRING if long else _SHORT}[kind]
@@ -278,8 +279,8 @@ def _shape(tree: Node, recorded: list[Any], compile_new: bool) -> Shape | None:
             segments.append([])
         else:
             segments[-1].append(part)
-    patterns = [re.compile(b"".join(segment) + b"(%s)" % _VARINT, re.DOTALL) for segment in segments[:-1]]
-    patterns.append(re.compile(b"".join(segments[-1]), re.DOTALL))
+    sources = [b"".join(segment) + b"(%s)" % _VARINT for segment in segments[:-1]]
+    patterns = _compile([*sources, b"".join(segments[-1])])
     shape = _matcher(patterns, tuple(roles.index(role) if role in roles else -1 for role in _ROLES))
     with _compiled_lock:
         _compiled[key] = shape
@@ -288,13 +289,28 @@ def _shape(tree: Node, recorded: list[Any], compile_new: bool) -> Shape | None:
     return shape
 
 
+def _compile(sources: list[bytes]) -> list[re.Pattern[bytes]]:
+    """Compile with the cyclic garbage collector paused: `re`'s compiler allocates enough short-lived
+    objects to start collections of every object the process holds; with PyIceberg and pyarrow loaded,
+    a 22 ms compile took 108 ms. Another thread's compile may end the pause early (only slower)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return [re.compile(source, re.DOTALL) for source in sources]
+    finally:
+        if paused:
+            gc.enable()
+
+
 class _Schema:
-    """A manifest schema's decoding tree, and the shapes that fitted its latest manifests: a table's
-    next manifest most likely has the same shape, so its first entry needs no exact decoding."""
+    """A manifest schema's decoding tree, the shapes that fitted its latest manifests (a table's next
+    manifest most likely has the same shape, so its first entry needs no exact decoding), and whether
+    an entry has shown a string of 64 bytes or more in an array (then its arrays' patterns take them)."""
 
     def __init__(self, tree: Node) -> None:
         self.tree = tree
         self.recent: list[Shape] = []
+        self.long_strings = False
 
 
 _schemas: dict[str, _Schema] = {}
@@ -393,6 +409,10 @@ class ManifestEntries:
         recorded: list[Any] = []
         found: dict[str, bytes] = {}
         end = _step(self.tree, buf, pos, recorded, found, None)
+        arrays = [choice for choice in recorded if isinstance(choice, tuple)]  # (block counts, long string)
+        self._schema.long_strings = self._schema.long_strings or any(long for _, long in arrays)
+        if self._schema.long_strings:  # the table has long bounds: one pattern for short and long ones
+            recorded = [(choice[0], True) if isinstance(choice, tuple) else choice for choice in recorded]
         learnt = _shape(self.tree, recorded, compile_new=left >= _COMPILE_WORTH)
         if learnt is not None:
             shapes.insert(0, learnt)
