@@ -301,7 +301,7 @@ def test_long_bounds_of_mixed_lengths_share_one_pattern(
     """Entries alike but for their bounds, of 0 to 1023 bytes (one- and two-byte length prefixes, a new
     mix in every entry), all fit the pattern learnt from one of them: the walk stays in the regex
     engine, and every entry decodes to fastavro's values. A few entries with a bound past the patterns'
-    limit (three-byte prefixes among them) are decoded exactly and the next entries fit again."""
+    limit (two- or three-byte prefixes) are decoded exactly and the next entries fit again."""
     entries, random_bytes = [], Random(seed).randbytes  # any bytes: bounds look like prefixes too
     for index, row_lengths in enumerate(lengths):
         row = [random_bytes(length) for length in row_lengths]
