@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from bench._fixtures import NAMESPACE, Bench
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.iceberg.manifest_entries import encode_long
+from icepack_dagster.iceberg.avro_walk import encode_long
 
 MiB = 1 << 20
 _SYNC_INTERVAL = 64_000  # Avro's (and so Iceberg Java's) default block size

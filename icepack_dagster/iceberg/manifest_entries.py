@@ -17,7 +17,6 @@ from __future__ import annotations
 import gc
 import json
 import re
-import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -26,6 +25,16 @@ from typing import Any, cast
 
 import fastavro
 
+from icepack_dagster.iceberg.avro_walk import (
+    Node,
+    decode_long,
+    encode_long,
+    find_role,
+    read_value,
+    schema_tree,
+    walk,
+)
+
 # Iceberg field ids of the entry values status reads, in the order `ManifestEntries` yields them.
 _ROLES = ("status", "content", "partition", "records", "size")
 _ENTRY_ROLES: dict[int, Any] = {
@@ -33,9 +42,6 @@ _ENTRY_ROLES: dict[int, Any] = {
     2: {134: "content", 102: "partition", 103: "records", 104: "size"},
 }
 
-# Schema nodes: ("v",) int/long/enum varint, ("n",) null, ("f", size, kind) fixed width, ("s", kind)
-# string/bytes, ("u", branches), ("a", item, keyed) array or map, ("r", ((role, node), ...)) record.
-Node = tuple[Any, ...]
 _VARINT = rb"[\x80-\xff]*+[\x00-\x7f]"
 _COMMON_LENGTHS = (8, 16, 4, 1, 0)  # bounds of longs and doubles, truncated strings, ints
 _SHORT = b"(?:%s)" % b"|".join(
@@ -57,111 +63,8 @@ def _two_byte_strings(limit: int) -> bytes:
 
 
 _STRING = b"(?:%s|%s)" % (_SHORT, _two_byte_strings(_LONG_LIMIT))  # a string or bytes of 0..1023 bytes
-_WIDTHS = {"boolean": 1, "float": 4, "double": 8}
 _COMPILE_WORTH = 32  # entries left in a manifest that repay compiling a new pattern (~7 ms)
 _SHAPES_KEPT = 4  # patterns tried per manifest before decoding exactly
-
-
-def _node(schema: Any, named: dict[str, Node], roles: dict[int, Any] | None = None) -> Node:
-    if isinstance(schema, list):
-        return ("u", tuple(_node(branch, named) for branch in schema))
-    if isinstance(schema, str):
-        if schema in ("int", "long"):
-            return ("v",)
-        if schema in _WIDTHS:
-            return ("f", _WIDTHS[schema], schema)
-        if schema in ("null", "string", "bytes"):
-            return ("n",) if schema == "null" else ("s", schema)
-        return named[schema]
-    kind = schema["type"]
-    if kind == "record":
-        fields = []
-        for field in schema["fields"]:
-            role = (roles or {}).get(field.get("field-id"))
-            nested = role if isinstance(role, dict) else None
-            fields.append((role if isinstance(role, str) else None, _node(field["type"], named, nested)))
-        node: Node = ("r", tuple(fields))
-    elif kind in ("array", "map"):
-        return ("a", _node(schema["items" if kind == "array" else "values"], named), kind == "map")
-    elif kind in ("fixed", "enum"):
-        node = ("f", schema["size"], "fixed") if kind == "fixed" else ("v",)
-    else:
-        return _node(kind, named, roles)
-    named[schema["name"]] = named[f"{schema.get('namespace')}.{schema['name']}"] = node
-    return node
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint (Avro int or long) at `pos`, and the position after it."""
-    byte = buf[pos]
-    value, shift = byte & 0x7F, 7
-    while byte & 0x80:
-        pos += 1
-        byte = buf[pos]
-        value |= (byte & 0x7F) << shift
-        shift += 7
-    return (value >> 1) ^ -(value & 1), pos + 1
-
-
-def decode_long(raw: bytes) -> int:
-    """The Avro int or long (zigzag varint) whose encoding is exactly `raw`, as the entries give it."""
-    value = shift = 0
-    for byte in raw:
-        value |= (byte & 0x7F) << shift
-        shift += 7
-    return (value >> 1) ^ -(value & 1)
-
-
-def encode_long(value: int) -> bytes:
-    """Avro's encoding of an int or long (zigzag varint): what an entry value equal to `value` holds."""
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes((*out, value))
-
-
-def _step(
-    node: Node, buf: bytes, pos: int, shape: list[Any], found: dict[str, bytes], role: str | None
-) -> int:
-    """Decode one value exactly, whatever its shape; note the choices a pattern needs in `shape`."""
-    kind, start = node[0], pos
-    if kind == "v":
-        pos = _varint(buf, pos)[1]
-    elif kind == "f":
-        pos += node[1]
-    elif kind == "s":
-        length, pos = _varint(buf, pos)
-        shape.append(length)
-        pos += length
-    elif kind == "u":
-        branch, pos = _varint(buf, pos)
-        shape.append(branch)
-        pos = _step(node[1][branch], buf, pos, shape, found, None)
-    elif kind == "a":
-        blocks: list[int] = []
-        items: list[Any] = []  # the items' choices: only whether a string among them is long is kept
-        count, pos = _varint(buf, pos)
-        while count:
-            blocks.append(count)
-            if count < 0:  # a block may carry its byte size after a negative count
-                count = -count
-                pos = _varint(buf, pos)[1]
-            for _ in range(count):
-                if node[2]:
-                    length, pos = _varint(buf, pos)
-                    items.append(length)
-                    pos += length
-                pos = _step(node[1], buf, pos, items, found, None)
-            count, pos = _varint(buf, pos)
-        shape.append((tuple(blocks), any(isinstance(c, int) and c >= 64 for c in items)))
-    elif kind == "r":
-        for field_role, field in node[1]:
-            pos = _step(field, buf, pos, shape, found, field_role)
-    if role is not None:
-        found[role] = buf[start:pos]
-    return pos
 
 
 def _free(node: Node, long: bool) -> bytes | None:
@@ -322,46 +225,8 @@ def _schema(schema: dict[str, Any], text: str | None) -> _Schema:
     if found is None:
         if len(_schemas) > 256:
             _schemas.clear()
-        found = _schemas[key] = _Schema(_node(schema, {}, _ENTRY_ROLES))
+        found = _schemas[key] = _Schema(schema_tree(schema, {}, _ENTRY_ROLES))
     return found
-
-
-def _value(node: Node, buf: bytes, pos: int) -> tuple[Any, int]:
-    """Decode one value to Python (partition tuples only: few per manifest)."""
-    kind = node[0]
-    if kind == "v":
-        return _varint(buf, pos)
-    if kind == "n":
-        return None, pos
-    if kind == "f":
-        raw = buf[pos : pos + node[1]]
-        if node[2] in ("float", "double"):
-            return struct.unpack("<f" if node[2] == "float" else "<d", raw)[0], pos + node[1]
-        return (raw == b"\x01" if node[2] == "boolean" else raw), pos + node[1]
-    if kind == "s":
-        length, pos = _varint(buf, pos)
-        raw = buf[pos : pos + length]
-        return (raw.decode() if node[1] == "string" else raw), pos + length
-    if kind == "u":
-        branch, pos = _varint(buf, pos)
-        return _value(node[1][branch], buf, pos)
-    if kind != "r":
-        raise ValueError(f"a partition value cannot be an Avro {node[0]!r} node")
-    values = []
-    for _, field in node[1]:
-        value, pos = _value(field, buf, pos)
-        values.append(value)
-    return tuple(values), pos
-
-
-def _find(node: Node, role: str) -> Node | None:
-    if node[0] != "r":
-        return None
-    for name, field in node[1]:
-        found = field if name == role else _find(field, role)
-        if found is not None:
-            return found
-    return None
 
 
 class ManifestEntries:
@@ -408,7 +273,7 @@ class ManifestEntries:
                 return hit
         recorded: list[Any] = []
         found: dict[str, bytes] = {}
-        end = _step(self.tree, buf, pos, recorded, found, None)
+        end = walk(self.tree, buf, pos, recorded, found, None)
         arrays = [choice for choice in recorded if isinstance(choice, tuple)]  # (block counts, long string)
         self._schema.long_strings = self._schema.long_strings or any(long for _, long in arrays)
         if self._schema.long_strings:  # the table has long bounds: one pattern for short and long ones
@@ -421,7 +286,7 @@ class ManifestEntries:
         return tuple(found.get(role) for role in _ROLES), end
 
     def partition(self, raw: bytes) -> tuple[Any, ...]:
-        node = _find(self.tree, "partition")
+        node = find_role(self.tree, "partition")
         if node is None:
             raise ValueError(f"{self.path}: manifest entries have no partition (field id 102)")
-        return cast(tuple[Any, ...], _value(node, raw, 0)[0])
+        return cast(tuple[Any, ...], read_value(node, raw, 0)[0])

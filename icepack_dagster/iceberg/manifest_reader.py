@@ -20,7 +20,8 @@ from typing import Any, Protocol, cast
 import fastavro
 from pyiceberg.io import FileIO
 
-from icepack_dagster.iceberg.manifest_entries import ManifestEntries, decode_long, encode_long
+from icepack_dagster.iceberg.avro_walk import decode_long, encode_long
+from icepack_dagster.iceberg.manifest_entries import ManifestEntries
 
 MiB = 1024 * 1024
 # Upper bounds of the file-size histogram buckets; the last bucket is unbounded.

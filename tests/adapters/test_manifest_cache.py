@@ -26,8 +26,9 @@ from pyiceberg.table import Table
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.iceberg import manifest_entries
+from icepack_dagster.iceberg.avro_walk import decode_long
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.iceberg.manifest_entries import ManifestEntries, decode_long
+from icepack_dagster.iceberg.manifest_entries import ManifestEntries
 from icepack_dagster.iceberg.manifest_reader import (
     SIZE_BUCKET_BOUNDS,
     ManifestCache,
