@@ -63,7 +63,7 @@ def _two_byte_strings(limit: int) -> bytes:
 
 
 _STRING = b"(?:%s|%s)" % (_SHORT, _two_byte_strings(_LONG_LIMIT))  # a string or bytes of 0..1023 bytes
-_COMPILE_WORTH = 32  # entries left in a manifest that repay compiling a new pattern (~7 ms)
+_COMPILE_WORTH = 32  # entries left in a manifest that repay compiling a pattern (~7 ms; ~22 long bounds)
 _SHAPES_KEPT = 4  # patterns tried per manifest before decoding exactly
 
 
