@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from bench._fixtures import NAMESPACE, Bench
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.iceberg.manifest_reader import _encode
+from icepack_dagster.iceberg.avro_walk import encode_long
 
 MiB = 1 << 20
 _SYNC_INTERVAL = 64_000  # Avro's (and so Iceberg Java's) default block size
@@ -39,19 +39,23 @@ def key(name: str) -> TableKey:
     return TableKey(catalog="lake", namespace=(NAMESPACE,), name=name)
 
 
-def template(bench: Bench, columns: int) -> str:
-    """A Spark-written table of `columns` columns (id, day, then strings/doubles/longs), a few files."""
-    name = f"template_{columns}"
+def template(bench: Bench, columns: int, long_bounds: bool = False) -> str:
+    """A Spark-written table of `columns` columns (id, day, then strings/doubles/longs), a few files.
+    With `long_bounds`, its strings are 8 to 607 characters long and the table keeps `full` metrics, so
+    string bounds are whole values (mostly 64 bytes or more) instead of 16-character truncations."""
+    name = f"template_{columns}{'_long' if long_bounds else ''}"
     if bench.exists(name):
         return name
     kinds = ("string", "double", "bigint")
     extra = [(f"c{i}", kinds[i % 3]) for i in range(columns - 2)]
     columns_sql = ", ".join(f"{n} {t}" for n, t in [("id", "bigint"), ("day", "date"), *extra])
-    values = {"string": "uuid()", "double": "rand()", "bigint": "id * 7"}
+    strings = "substr(repeat(uuid(), 17), 1, 8 + CAST(rand() * 600 AS INT))" if long_bounds else "uuid()"
+    values = {"string": strings, "double": "rand()", "bigint": "id * 7"}
     select = ", ".join(f"{values[t]} AS {n}" for n, t in extra)
+    metrics = ", 'write.metadata.metrics.default'='full'" if long_bounds else ""
     bench.spark.sql(
         f"CREATE TABLE lake.{NAMESPACE}.{name} ({columns_sql}) USING iceberg PARTITIONED BY (day) "
-        "TBLPROPERTIES ('format-version'='2')"
+        f"TBLPROPERTIES ('format-version'='2'{metrics})"
     )
     bench.spark.sql(
         f"INSERT INTO lake.{NAMESPACE}.{name} SELECT id, date_add(DATE'2026-01-01', CAST(id % 8 AS INT))"
@@ -69,10 +73,10 @@ def _avro_file(schema: dict[str, Any], metadata: dict[str, str], entries: list[b
     sync = uuid.uuid4().bytes
     meta = {**metadata, "avro.schema": json.dumps(schema), "avro.codec": "deflate"}
     out = BytesIO()
-    out.write(b"Obj\x01" + _encode(len(meta)))
+    out.write(b"Obj\x01" + encode_long(len(meta)))
     for name, value in meta.items():
         raw_name, raw_value = name.encode(), value.encode()
-        out.write(_encode(len(raw_name)) + raw_name + _encode(len(raw_value)) + raw_value)
+        out.write(encode_long(len(raw_name)) + raw_name + encode_long(len(raw_value)) + raw_value)
     out.write(b"\x00" + sync)
     block: list[bytes] = []
     size = 0
@@ -82,7 +86,7 @@ def _avro_file(schema: dict[str, Any], metadata: dict[str, str], entries: list[b
         if size >= _SYNC_INTERVAL or index == len(entries) - 1:
             packer = zlib.compressobj(6, zlib.DEFLATED, -15)
             data = packer.compress(b"".join(block)) + packer.flush()
-            out.write(_encode(len(block)) + _encode(len(data)) + data + sync)
+            out.write(encode_long(len(block)) + encode_long(len(data)) + data + sync)
             block, size = [], 0
     return out.getvalue()
 
@@ -96,15 +100,15 @@ def _head_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return cut
 
 
-def generated(bench: Bench, columns: int, files: int, manifests: int) -> str:
-    """A table of `files` live data files in `manifests` manifests, generated from the template. Files
-    are clustered by partition (200 a day, consecutive), as appends by day and `rewrite_manifests` leave
-    them, so a manifest covers a few partitions."""
+def generated(bench: Bench, columns: int, files: int, manifests: int, long_bounds: bool = False) -> str:
+    """A table of `files` live data files in `manifests` manifests, generated from the template (with
+    long string bounds if asked). Files are clustered by partition (200 a day, consecutive), as appends
+    by day and `rewrite_manifests` leave them, so a manifest covers a few partitions."""
     days = max(1, files // 200)
-    name = f"gen_{columns}c_{files}f_{manifests}m_{days}p"
+    name = f"gen_{columns}c_{files}f_{manifests}m_{days}p{'_long' if long_bounds else ''}"
     if bench.exists(name):
         return name
-    source = bench.catalog.load_table(key(template(bench, columns)).identifier)
+    source = bench.catalog.load_table(key(template(bench, columns, long_bounds)).identifier)
     snapshot = source.current_snapshot()
     list_path = snapshot.manifest_list
     with open(_local(list_path), "rb") as stream:
@@ -201,17 +205,16 @@ def generated(bench: Bench, columns: int, files: int, manifests: int) -> str:
 
 
 def _entry_bytes(raw: bytes, schema: dict[str, Any]) -> list[bytes]:
-    """Each record's exact bytes in an Avro file (decoded once with the manifest reader's exact walker)."""
-    from icepack_dagster.iceberg.manifest_reader import _node, _step
-
-    tree = _node(schema, {})
+    """Each record's exact bytes in an Avro file: where fastavro's reader of one record stops."""
+    parsed = fastavro.parse_schema(schema)  # type: ignore[arg-type]
     found = []
     for block in fastavro.block_reader(BytesIO(raw)):
-        data, pos = block.bytes_.getvalue(), 0  # type: ignore[attr-defined]
+        data = block.bytes_  # type: ignore[attr-defined]
         for _ in range(block.num_records):
-            end = _step(tree, data, pos, [], {}, None)
-            found.append(data[pos:end])
-            pos = end
+            start = data.tell()
+            fastavro.schemaless_reader(data, parsed, None)
+            found.append(data.getvalue()[start : data.tell()])
+        assert data.tell() == len(data.getvalue()), "a template block does not end with its last record"
     return found
 
 

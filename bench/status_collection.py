@@ -10,7 +10,11 @@ size), each reader runs in a fresh process (cold caches, honest peak memory) ove
 - pyiceberg inspect      `table.inspect.files()` (up to 100k files: it runs at a few thousand files/s)
 - spark files table      `SELECT count(*), sum(..) FROM t.files` in the benchmark's Spark (2 cores)
 
-    .venv/bin/python bench/status_collection.py [--quick]
+With `--long-bounds`, an A/B in one process instead: our decoder against fastavro's full decode,
+alternated over the same manifest bytes, on a table whose string columns keep `full` metrics (bounds of
+8 to 607 bytes, mostly two-byte length prefixes) beside an ordinary table of the same size.
+
+    .venv/bin/python bench/status_collection.py [--quick] [--long-bounds]
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ QUICK = [(22, 1_000, 10), (22, 10_000, 100)]
 FULL = [(22, 1_000, 10), (22, 10_000, 100), (22, 100_000, 300), (3, 100_000, 300), (22, 1_000_000, 1_000)]
 SLOW_READERS_UP_TO = 100_000  # fastavro full decode and pyiceberg inspect above this take minutes
 READERS = ("inflate", "decode", "status", "fastavro", "inspect")
+LONG_BOUNDS_QUICK, LONG_BOUNDS_FULL = (22, 5_000, 50), (22, 20_000, 100)
+ROUNDS = 3  # A/B rounds; each reader's best round counts (a shared machine only ever adds time)
 
 
 def _manifest_paths(bench: Bench, name: str) -> tuple[Any, list[Any]]:
@@ -56,7 +62,7 @@ def run_reader(bench: Bench, reader: str, name: str, mode: str) -> None:
     Python allocations (tracemalloc, which slows the run, so timings come from a "time" run)."""
     import fastavro
 
-    from icepack_dagster.iceberg import manifest_reader
+    from icepack_dagster.iceberg.manifest_entries import ManifestEntries
     from icepack_dagster.iceberg.status_reader import read_status
 
     key = _tables.key(name)
@@ -74,8 +80,7 @@ def run_reader(bench: Bench, reader: str, name: str, mode: str) -> None:
         )
 
     def decode() -> int:
-        entries = manifest_reader._Entries
-        return sum(1 for ref in refs for _ in entries(read_bytes(ref.path), ref.path, ref.entries))
+        return sum(1 for ref in refs for _ in ManifestEntries(read_bytes(ref.path), ref.path, ref.entries))
 
     def status() -> int:
         table = bench.catalog.load_table(key.identifier)
@@ -97,6 +102,67 @@ def run_reader(bench: Bench, reader: str, name: str, mode: str) -> None:
     child_report(wall, cpu, rss, result=result, heap_mib=heap)
 
 
+def run_long_bounds(bench: Bench, name: str) -> None:
+    """In the child process: our decoder and fastavro's full decode alternated over the same manifest
+    bytes (read into memory first, so no reader pays I/O); prints each reader's CPU seconds."""
+    import fastavro
+
+    from icepack_dagster.iceberg.manifest_entries import ManifestEntries
+
+    loaded, refs = _manifest_paths(bench, name)
+    manifests = []
+    for ref in refs:
+        with loaded.io.new_input(ref.path).open() as stream:
+            manifests.append((ref, bytes(stream.read())))
+    rss = peak_rss_mib()
+
+    def decode() -> int:
+        return sum(1 for ref, data in manifests for _ in ManifestEntries(data, ref.path, ref.entries))
+
+    readers = {
+        "inflate": lambda: sum(1 for _, data in manifests for _ in fastavro.block_reader(BytesIO(data))),
+        "decode": decode,
+        "fastavro": lambda: sum(1 for _, data in manifests for _ in fastavro.reader(BytesIO(data))),
+    }
+    first_wall, first_cpu, count = timed(decode)  # the first pass also compiles the table's patterns
+    best: dict[str, float] = {}
+    for _ in range(ROUNDS):
+        for reader, work in readers.items():
+            _, cpu, result = timed(work)
+            assert reader == "inflate" or result == count, (reader, result, count)
+            best[reader] = min(cpu, best.get(reader, cpu))
+    child_report(first_wall, first_cpu, rss, result=count, best=best)
+
+
+def long_bounds(bench: Bench, args: Any) -> None:
+    """The A/B of `--long-bounds`: the same size with ordinary (truncated) and with long string bounds."""
+    columns, files, manifests = LONG_BOUNDS_QUICK if args.quick else LONG_BOUNDS_FULL
+    rows, ratios = [], []
+    for kind, long in (("truncated bounds", False), ("long bounds (full)", True)):
+        name = _tables.generated(bench, columns, files, manifests, long_bounds=long)
+        found = in_child(Path(__file__), "ab", name, "time", "--workdir", str(args.workdir))
+        assert found["result"] == files, found
+        best, fastavro, first = found["best"], found["best"]["fastavro"], found["cpu"]
+        size = f"{files:,} files / {manifests} m / {columns} cols, {kind}"
+        rows += [
+            [size, "floor: inflate", best["inflate"], files / best["inflate"], "-"],
+            [size, "icepack decode, first pass", first, files / first, ratio(fastavro, first)],
+            [size, "icepack decode", best["decode"], files / best["decode"], ratio(fastavro, best["decode"])],
+            [size, "fastavro full decode", fastavro, files / fastavro, "1.00x"],
+        ]
+        ratios.append(f"{kind}: icepack decode is {ratio(fastavro, best['decode'])} as fast as fastavro")
+    table(
+        f"A/B in one process per table over the manifest bytes in memory; CPU seconds, best of {ROUNDS} "
+        "alternated rounds.\nEvery reader inflates the Avro blocks (deflate), 'floor: inflate' does only "
+        "that; 'icepack decode' finds\nevery entry and its five status values (ManifestEntries); 'fastavro "
+        "full decode' builds every field of\nevery entry; 'first pass' is the process's first decode, which "
+        "also compiles the table's patterns",
+        ["table", "reader", "cpu s", "entries/s", "speed vs fastavro"],
+        rows,
+    )
+    print("\n" + "\n".join(ratios))
+
+
 def spark_files(bench: Bench, name: str) -> tuple[float, int]:
     query = (
         f"SELECT count(*), sum(file_size_in_bytes), sum(record_count) FROM lake.{NAMESPACE}.{name}.files"
@@ -107,10 +173,19 @@ def spark_files(bench: Bench, name: str) -> tuple[float, int]:
 
 
 def main() -> None:
-    args = arguments(__doc__.splitlines()[0], lambda p: p.add_argument("--child", nargs=3))
+    def options(parser: Any) -> None:
+        parser.add_argument("--child", nargs=3)
+        parser.add_argument("--long-bounds", action="store_true", help="A/B of decoders on long bounds")
+
+    args = arguments(__doc__.splitlines()[0], options)
     bench = Bench(args.workdir)
     if args.child:
-        run_reader(bench, *args.child)
+        reader, name, mode = args.child
+        run_long_bounds(bench, name) if reader == "ab" else run_reader(bench, reader, name, mode)
+        return
+    if args.long_bounds:
+        print(f"Decoder A/B on long bounds ({'quick' if args.quick else 'full'}); {machine()}")
+        long_bounds(bench, args)
         return
     print(f"Status collection benchmark ({'quick' if args.quick else 'full'}); {machine()}")
     rows, growth = [], []

@@ -6,15 +6,17 @@ so the statistics must still be walked to reach the next entry, and that walk ma
 10k entries/s on a 22-column table, even with a projected reader schema). Here the walk runs in Python's
 C regular-expression engine: an entry's shape (union branches, array block counts, where long strings
 are) is learnt from one entry decoded exactly in Python, then compiled into a pattern that matches
-exactly the Avro encoding of entries of that shape and captures the five values. An entry that fits no
-known shape is decoded exactly and teaches a new one; a pattern never guesses (docs/PERFORMANCE.md).
+exactly the Avro encoding of entries of that shape and captures the five values. Strings and bytes
+inside arrays (column bounds) match by their one- or two-byte length prefix, so entries whose bounds
+differ in length (up to 1023 bytes) share a pattern. An entry that fits no known shape is decoded
+exactly and teaches a new one; a pattern never guesses (docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import re
-import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -23,140 +25,67 @@ from typing import Any, cast
 
 import fastavro
 
-# Iceberg field ids of the entry values status reads, in the order `_Entries` yields them.
+from icepack_dagster.iceberg.avro_walk import (
+    Node,
+    decode_long,
+    encode_long,
+    find_role,
+    read_value,
+    schema_tree,
+    walk,
+)
+
+# Iceberg field ids of the entry values status reads, in the order `ManifestEntries` yields them.
 _ROLES = ("status", "content", "partition", "records", "size")
 _ENTRY_ROLES: dict[int, Any] = {
     0: "status",
     2: {134: "content", 102: "partition", 103: "records", 104: "size"},
 }
 
-# Schema nodes: ("v",) int/long/enum varint, ("n",) null, ("f", size, kind) fixed width, ("s", kind)
-# string/bytes, ("u", branches), ("a", item, keyed) array or map, ("r", ((role, node), ...)) record.
-Node = tuple[Any, ...]
 _VARINT = rb"[\x80-\xff]*+[\x00-\x7f]"
 _COMMON_LENGTHS = (8, 16, 4, 1, 0)  # bounds of longs and doubles, truncated strings, ints
 _SHORT = b"(?:%s)" % b"|".join(
     re.escape(bytes([2 * n])) + b".{%d}" % n
     for n in (*_COMMON_LENGTHS, *(n for n in range(64) if n not in _COMMON_LENGTHS))
 )  # a string or bytes of 0..63 bytes: its length is one byte, 2n
-_WIDTHS = {"boolean": 1, "float": 4, "double": 8}
-_COMPILE_WORTH = 32  # entries left in a manifest that repay compiling a new pattern (~7 ms)
+_LONG_LIMIT = 1024  # strings and bytes in arrays (column bounds) shorter than this match a pattern
+
+
+def _two_byte_strings(limit: int) -> bytes:
+    """A pattern for a string or bytes of 64 to `limit - 1` bytes. Its length n = 64 * high + low has a
+    two-byte varint prefix, 0x80 | 2 * low then high (zigzag doubles n): an alternation on the first
+    byte, then on the second, each branch skipping exactly n bytes, so a match is still exact."""
+    by_low = []
+    for low in range(64):
+        highs = [re.escape(bytes([high])) + b".{%d}" % (64 * high + low) for high in range(1, limit // 64)]
+        by_low.append(re.escape(bytes([0x80 | 2 * low])) + b"(?:%s)" % b"|".join(highs))
+    return b"(?:%s)" % b"|".join(by_low)
+
+
+_STRING = b"(?:%s|%s)" % (_SHORT, _two_byte_strings(_LONG_LIMIT))  # a string or bytes of 0..1023 bytes
+_COMPILE_WORTH = 32  # entries left in a manifest that repay compiling a pattern (~7 ms; ~22 long bounds)
 _SHAPES_KEPT = 4  # patterns tried per manifest before decoding exactly
 
 
-def _node(schema: Any, named: dict[str, Node], roles: dict[int, Any] | None = None) -> Node:
-    if isinstance(schema, list):
-        return ("u", tuple(_node(branch, named) for branch in schema))
-    if isinstance(schema, str):
-        if schema in ("int", "long"):
-            return ("v",)
-        if schema in _WIDTHS:
-            return ("f", _WIDTHS[schema], schema)
-        if schema in ("null", "string", "bytes"):
-            return ("n",) if schema == "null" else ("s", schema)
-        return named[schema]
-    kind = schema["type"]
-    if kind == "record":
-        fields = []
-        for field in schema["fields"]:
-            role = (roles or {}).get(field.get("field-id"))
-            nested = role if isinstance(role, dict) else None
-            fields.append((role if isinstance(role, str) else None, _node(field["type"], named, nested)))
-        node: Node = ("r", tuple(fields))
-    elif kind in ("array", "map"):
-        return ("a", _node(schema["items" if kind == "array" else "values"], named), kind == "map")
-    elif kind in ("fixed", "enum"):
-        node = ("f", schema["size"], "fixed") if kind == "fixed" else ("v",)
-    else:
-        return _node(kind, named, roles)
-    named[schema["name"]] = named[f"{schema.get('namespace')}.{schema['name']}"] = node
-    return node
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint (Avro int or long) at `pos`, and the position after it."""
-    byte = buf[pos]
-    value, shift = byte & 0x7F, 7
-    while byte & 0x80:
-        pos += 1
-        byte = buf[pos]
-        value |= (byte & 0x7F) << shift
-        shift += 7
-    return (value >> 1) ^ -(value & 1), pos + 1
-
-
-def _number(raw: bytes) -> int:
-    value = shift = 0
-    for byte in raw:
-        value |= (byte & 0x7F) << shift
-        shift += 7
-    return (value >> 1) ^ -(value & 1)
-
-
-def _encode(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes((*out, value))
-
-
-def _step(
-    node: Node, buf: bytes, pos: int, shape: list[Any], found: dict[str, bytes], role: str | None
-) -> int:
-    """Decode one value exactly, whatever its shape; note the choices a pattern needs in `shape`."""
-    kind, start = node[0], pos
-    if kind == "v":
-        pos = _varint(buf, pos)[1]
-    elif kind == "f":
-        pos += node[1]
-    elif kind == "s":
-        length, pos = _varint(buf, pos)
-        shape.append(length)
-        pos += length
-    elif kind == "u":
-        branch, pos = _varint(buf, pos)
-        shape.append(branch)
-        pos = _step(node[1][branch], buf, pos, shape, found, None)
-    elif kind == "a":
-        blocks = []
-        count, pos = _varint(buf, pos)
-        while count:
-            blocks.append(count)
-            if count < 0:  # a block may carry its byte size after a negative count
-                count = -count
-                pos = _varint(buf, pos)[1]
-            for _ in range(count):
-                if node[2]:
-                    length, pos = _varint(buf, pos)
-                    pos += length
-                pos = _step(node[1], buf, pos, [], found, None)
-            count, pos = _varint(buf, pos)
-        shape.append(tuple(blocks))
-    elif kind == "r":
-        for field_role, field in node[1]:
-            pos = _step(field, buf, pos, shape, found, field_role)
-    if role is not None:
-        found[role] = buf[start:pos]
-    return pos
-
-
-def _free(node: Node) -> bytes | None:
-    """A pattern for any value of `node` (array items, whose choices are not recorded); None if none."""
+def _free(node: Node, long: bool) -> bytes | None:
+    """A pattern for any value of `node` (array items, whose choices are not recorded); None if none.
+    Its strings match up to 63 bytes, or up to 1023 if `long` (a bigger pattern, three times slower to
+    compile: used once an entry of the schema has shown a long string in an array)."""
     kind = node[0]
     if kind in ("v", "n", "s"):
-        return {"v": _VARINT, "n": b"", "s": _SHORT}[kind]
+        return {"v": _VARINT, "n": b"", "s": _STRING if long else _SHORT}[kind]
     if kind == "f":
         return b".{%d}" % node[1]
     if kind == "u":
-        branches = [_free(branch) for branch in node[1]]
+        branches = [_free(branch, long) for branch in node[1]]
         if any(p is None for p in branches):
             return None
-        return b"(?:%s)" % b"|".join(re.escape(_encode(i)) + cast(bytes, p) for i, p in enumerate(branches))
+        return b"(?:%s)" % b"|".join(
+            re.escape(encode_long(i)) + cast(bytes, p) for i, p in enumerate(branches)
+        )
     if kind != "r":
         return None  # an array inside an array item: its counts are not recorded
-    fields = [_free(field) for _, field in node[1]]
+    fields = [_free(field, long) for _, field in node[1]]
     return None if any(p is None for p in fields) else b"".join(cast(list[bytes], fields))
 
 
@@ -174,21 +103,22 @@ def _shaped(
         out.append(_VARINT if kind == "v" else b".{%d}" % node[1])
     elif kind == "s":
         length = next(shape)
-        long = re.escape(_encode(length)) + b".{%d}" % length if inner else None
+        long = re.escape(encode_long(length)) + b".{%d}" % length if inner else None
         out.append(_SHORT if length < 64 else long)
     elif kind == "u":
         branch = next(shape)
-        out.append(re.escape(_encode(branch)))
+        out.append(re.escape(encode_long(branch)))
         if not _shaped(node[1][branch], shape, None, out, roles, inner):
             return False
     elif kind == "a":
-        item = _free(node[1])
+        blocks, long = next(shape)
+        item = _free(node[1], long)
         if item is None:
             return False
-        item = _SHORT + item if node[2] else item
-        for count in next(shape):
+        item = (_STRING if long else _SHORT) + item if node[2] else item
+        for count in blocks:
             size = _VARINT if count < 0 else b""
-            out.append(re.escape(_encode(count)) + size + b"(?:%s){%d}+" % (item, abs(count)))
+            out.append(re.escape(encode_long(count)) + size + b"(?:%s){%d}+" % (item, abs(count)))
         out.append(b"\x00")
     elif kind == "r":
         if not all(_shaped(field, shape, name, out, roles, inner) for name, field in node[1]):
@@ -216,7 +146,7 @@ def _matcher(patterns: list[re.Pattern[bytes]], order: tuple[int, ...]) -> Shape
         groups: Values = found.groups()
         for pattern in rest:
             raw = groups[-1]
-            length = ((raw[0] & 0x7F) | raw[1] << 7) >> 1 if len(raw) == 2 else _number(raw)
+            length = ((raw[0] & 0x7F) | raw[1] << 7) >> 1 if len(raw) == 2 else decode_long(raw)
             found = pattern(buf, found.end() + length)
             if found is None:
                 return None
@@ -252,8 +182,8 @@ def _shape(tree: Node, recorded: list[Any], compile_new: bool) -> Shape | None:
             segments.append([])
         else:
             segments[-1].append(part)
-    patterns = [re.compile(b"".join(segment) + b"(%s)" % _VARINT, re.DOTALL) for segment in segments[:-1]]
-    patterns.append(re.compile(b"".join(segments[-1]), re.DOTALL))
+    sources = [b"".join(segment) + b"(%s)" % _VARINT for segment in segments[:-1]]
+    patterns = _compile([*sources, b"".join(segments[-1])])
     shape = _matcher(patterns, tuple(roles.index(role) if role in roles else -1 for role in _ROLES))
     with _compiled_lock:
         _compiled[key] = shape
@@ -262,13 +192,28 @@ def _shape(tree: Node, recorded: list[Any], compile_new: bool) -> Shape | None:
     return shape
 
 
+def _compile(sources: list[bytes]) -> list[re.Pattern[bytes]]:
+    """Compile with the cyclic garbage collector paused: `re`'s compiler allocates enough short-lived
+    objects to start collections of every object the process holds; with PyIceberg and pyarrow loaded,
+    a 22 ms compile took 108 ms. Another thread's compile may end the pause early (only slower)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return [re.compile(source, re.DOTALL) for source in sources]
+    finally:
+        if paused:
+            gc.enable()
+
+
 class _Schema:
-    """A manifest schema's decoding tree, and the shapes that fitted its latest manifests: a table's
-    next manifest most likely has the same shape, so its first entry needs no exact decoding."""
+    """A manifest schema's decoding tree, the shapes that fitted its latest manifests (a table's next
+    manifest most likely has the same shape, so its first entry needs no exact decoding), and whether
+    an entry has shown a string of 64 bytes or more in an array (then its arrays' patterns take them)."""
 
     def __init__(self, tree: Node) -> None:
         self.tree = tree
         self.recent: list[Shape] = []
+        self.long_strings = False
 
 
 _schemas: dict[str, _Schema] = {}
@@ -280,50 +225,15 @@ def _schema(schema: dict[str, Any], text: str | None) -> _Schema:
     if found is None:
         if len(_schemas) > 256:
             _schemas.clear()
-        found = _schemas[key] = _Schema(_node(schema, {}, _ENTRY_ROLES))
+        found = _schemas[key] = _Schema(schema_tree(schema, {}, _ENTRY_ROLES))
     return found
 
 
-def _value(node: Node, buf: bytes, pos: int) -> tuple[Any, int]:
-    """Decode one value to Python (partition tuples only: few per manifest)."""
-    kind = node[0]
-    if kind == "v":
-        return _varint(buf, pos)
-    if kind == "n":
-        return None, pos
-    if kind == "f":
-        raw = buf[pos : pos + node[1]]
-        if node[2] in ("float", "double"):
-            return struct.unpack("<f" if node[2] == "float" else "<d", raw)[0], pos + node[1]
-        return (raw == b"\x01" if node[2] == "boolean" else raw), pos + node[1]
-    if kind == "s":
-        length, pos = _varint(buf, pos)
-        raw = buf[pos : pos + length]
-        return (raw.decode() if node[1] == "string" else raw), pos + length
-    if kind == "u":
-        branch, pos = _varint(buf, pos)
-        return _value(node[1][branch], buf, pos)
-    if kind != "r":
-        raise ValueError(f"a partition value cannot be an Avro {node[0]!r} node")
-    values = []
-    for _, field in node[1]:
-        value, pos = _value(field, buf, pos)
-        values.append(value)
-    return tuple(values), pos
-
-
-def _find(node: Node, role: str) -> Node | None:
-    if node[0] != "r":
-        return None
-    for name, field in node[1]:
-        found = field if name == role else _find(field, role)
-        if found is not None:
-            return found
-    return None
-
-
-class _Entries:
-    """The entries of one manifest as raw (status, content, partition, records, size) values."""
+class ManifestEntries:
+    """The entries of one manifest (the Avro file's bytes) as raw (status, content, partition, records,
+    size) values: Avro encodings, None for a field the schema lacks (content in v1). Compare them with
+    `encode_long`, read numbers with `decode_long` and partition tuples with `partition`; kept raw
+    because most entries need only two numbers. `expected` is the manifest's entry count if known."""
 
     def __init__(self, data: bytes, path: str, expected: int | None) -> None:
         self.path = path
@@ -363,7 +273,11 @@ class _Entries:
                 return hit
         recorded: list[Any] = []
         found: dict[str, bytes] = {}
-        end = _step(self.tree, buf, pos, recorded, found, None)
+        end = walk(self.tree, buf, pos, recorded, found, None)
+        arrays = [choice for choice in recorded if isinstance(choice, tuple)]  # (block counts, long string)
+        self._schema.long_strings = self._schema.long_strings or any(long for _, long in arrays)
+        if self._schema.long_strings:  # the table has long bounds: one pattern for short and long ones
+            recorded = [(choice[0], True) if isinstance(choice, tuple) else choice for choice in recorded]
         learnt = _shape(self.tree, recorded, compile_new=left >= _COMPILE_WORTH)
         if learnt is not None:
             shapes.insert(0, learnt)
@@ -372,7 +286,7 @@ class _Entries:
         return tuple(found.get(role) for role in _ROLES), end
 
     def partition(self, raw: bytes) -> tuple[Any, ...]:
-        node = _find(self.tree, "partition")
+        node = find_role(self.tree, "partition")
         if node is None:
             raise ValueError(f"{self.path}: manifest entries have no partition (field id 102)")
-        return cast(tuple[Any, ...], _value(node, raw, 0)[0])
+        return cast(tuple[Any, ...], read_value(node, raw, 0)[0])

@@ -20,9 +20,8 @@ from typing import Any, Protocol, cast
 import fastavro
 from pyiceberg.io import FileIO
 
-from icepack_dagster.iceberg.manifest_entries import _encode, _Entries, _number
-from icepack_dagster.iceberg.manifest_entries import _node as _node  # bench/_tables.py imports these here
-from icepack_dagster.iceberg.manifest_entries import _step as _step
+from icepack_dagster.iceberg.avro_walk import decode_long, encode_long
+from icepack_dagster.iceberg.manifest_entries import ManifestEntries
 
 MiB = 1024 * 1024
 # Upper bounds of the file-size histogram buckets; the last bucket is unbounded.
@@ -200,14 +199,18 @@ def read_manifest_list(io: FileIO, path: str) -> list[ManifestRef]:
     return refs
 
 
-_DELETED, _DATA, _POSITION = _encode(ENTRY_DELETED), _encode(CONTENT_DATA), _encode(CONTENT_POSITION_DELETES)
+_DELETED, _DATA, _POSITION = (
+    encode_long(ENTRY_DELETED),
+    encode_long(CONTENT_DATA),
+    encode_long(CONTENT_POSITION_DELETES),
+)
 
 
 def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> ManifestSummary:
     """Fold one manifest's live entries into a summary; a data file is small below `small_threshold`."""
     if ref.live_files == 0:
         return EMPTY_SUMMARY
-    entries = _Entries(_read(io, ref.path).getvalue(), ref.path, ref.entries)
+    entries = ManifestEntries(_read(io, ref.path).getvalue(), ref.path, ref.entries)
     data_files = data_bytes = records = small_files = small_bytes = delete_bytes = 0
     pos_files = pos_records = eq_files = eq_records = 0
     histogram = [0] * len(SIZE_BUCKET_LABELS)
@@ -216,11 +219,11 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
     for status, content, partition, raw_records, raw_size in entries:
         if status == _DELETED:
             continue
-        size = _number(raw_size)
+        size = decode_long(raw_size)
         if content is None or content == _DATA:  # v1 manifests have no content: data only
             data_files += 1
             data_bytes += size
-            records += _number(raw_records)
+            records += decode_long(raw_records)
             histogram[bisect_right(bounds, size)] += 1
             if size < small_threshold:
                 small_files += 1
@@ -228,11 +231,11 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
             partitions.add(partition)
         elif content == _POSITION:
             pos_files += 1
-            pos_records += _number(raw_records)
+            pos_records += decode_long(raw_records)
             delete_bytes += size
         else:
             eq_files += 1
-            eq_records += _number(raw_records)
+            eq_records += decode_long(raw_records)
             delete_bytes += size
     return ManifestSummary(
         data_files=data_files,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from io import BytesIO
 from pathlib import Path
+from random import Random
 from typing import Any
 
 import fastavro
@@ -25,7 +26,9 @@ from pyiceberg.table import Table
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.iceberg import manifest_entries
+from icepack_dagster.iceberg.avro_walk import decode_long
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.iceberg.manifest_entries import ManifestEntries
 from icepack_dagster.iceberg.manifest_reader import (
     SIZE_BUCKET_BOUNDS,
     ManifestCache,
@@ -76,13 +79,13 @@ def patterns_always(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     latest pattern did not fit (each is tried on other patterns or decoded exactly)."""
     monkeypatch.setattr(manifest_entries, "_COMPILE_WORTH", 0)
     misses: list[int] = []
-    other = manifest_entries._Entries._other
+    other = manifest_entries.ManifestEntries._other
 
     def counted(self: Any, *args: Any) -> Any:
         misses.append(1)
         return other(self, *args)
 
-    monkeypatch.setattr(manifest_entries._Entries, "_other", counted)
+    monkeypatch.setattr(manifest_entries.ManifestEntries, "_other", counted)
     return misses
 
 
@@ -164,6 +167,7 @@ MANIFEST_SCHEMA = {
                     _stats("column_sizes", 117, "long"),
                     _stats("null_value_counts", 121, "long"),
                     _stats("lower_bounds", 126, "bytes"),
+                    _stats("upper_bounds", 129, "bytes"),
                     {"name": "key_metadata", "type": ["null", "bytes"], "field-id": 131},
                     {"name": "split_offsets", "type": ["null", {"type": "array", "items": "long"}]},
                     {"name": "sort_order_id", "type": ["null", "int"], "field-id": 140},
@@ -176,6 +180,9 @@ MANIFEST_SCHEMA = {
 _long = st.integers(-(2**63), 2**63 - 1)
 _size = st.one_of(st.integers(0, 2**12), st.integers(0, 2**40), st.sampled_from(SIZE_BUCKET_BOUNDS))
 _bytes = st.one_of(st.binary(max_size=20), st.binary(min_size=60, max_size=70), st.binary(max_size=300))
+_bound = st.one_of(  # column bounds: one-byte length prefixes, two-byte ones, and past the patterns' limit
+    st.binary(max_size=63), st.binary(min_size=64, max_size=400), st.binary(min_size=900, max_size=1100)
+)
 
 
 def _optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -210,6 +217,7 @@ _entry = st.fixed_dictionaries(
                 "column_sizes": _pairs(_long),
                 "null_value_counts": _pairs(_long),
                 "lower_bounds": _pairs(_bytes),
+                "upper_bounds": _pairs(_bound),
                 "key_metadata": _optional(_bytes),
                 "split_offsets": _optional(st.lists(_long, max_size=3)),
                 "sort_order_id": _optional(st.integers(0, 9)),
@@ -252,16 +260,84 @@ def test_generated_manifests_decode_exactly(
     patterns_always.clear()
 
     assert summarize_manifest(io, ref, 1 << 20) == reference(io, ref, 1 << 20)
-    if all(len(bound["value"]) < 64 for bound in data_file["lower_bounds"] or ()):
+    bounds = [*(data_file["lower_bounds"] or ()), *(data_file["upper_bounds"] or ())]
+    if all(len(bound["value"]) < manifest_entries._LONG_LIMIT for bound in bounds):
         assert len(patterns_always) <= len(others) + 4  # the copies share a pattern or two
-    # (a bound of 64 bytes or more inside an array has no pattern: such entries are decoded exactly)
+    # (a bound of 1024 bytes or more inside an array has no pattern: such entries are decoded exactly)
+    assert decoded(path) == decoded_by_fastavro(path)
+
+
+def decoded(path: Path) -> list[tuple[Any, ...]]:
+    """Every entry's (status, content, partition, record count, file size) as the decoder reads them."""
+    entries = ManifestEntries(path.read_bytes(), str(path), None)
+    return [
+        (decode_long(status), decode_long(content), entries.partition(partition), decode_long(records),
+         decode_long(size))
+        for status, content, partition, records, size in entries
+    ]
+
+
+def decoded_by_fastavro(path: Path) -> list[tuple[Any, ...]]:
+    with path.open("rb") as stream:
+        return [
+            (entry["status"], file["content"], tuple(file["partition"].values()), file["record_count"],
+             file["file_size_in_bytes"])
+            for entry in fastavro.reader(stream)
+            for file in [entry["data_file"]]  # type: ignore[index,call-overload]
+        ]
+
+
+_bound_lengths = st.lists(  # per entry, the lengths of the lower and upper bounds of three columns
+    st.lists(st.one_of(st.integers(0, 63), st.integers(64, 1023)), min_size=6, max_size=6),
+    min_size=40,
+    max_size=150,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lengths=_bound_lengths, seed=st.integers(0, 2**32), beyond=st.sets(st.integers(0, 149), max_size=3))
+def test_long_bounds_of_mixed_lengths_share_one_pattern(
+    manifest_dir: Path, patterns_always: list[int], lengths: list[list[int]], seed: int, beyond: set[int]
+) -> None:
+    """Entries alike but for their bounds, of 0 to 1023 bytes (one- and two-byte length prefixes, a new
+    mix in every entry), all fit the pattern learnt from one of them: the walk stays in the regex
+    engine, and every entry decodes to fastavro's values. A few entries with a bound past the patterns'
+    limit (two- or three-byte prefixes) are decoded exactly and the next entries fit again."""
+    entries, random_bytes = [], Random(seed).randbytes  # any bytes: bounds look like prefixes too
+    for index, row_lengths in enumerate(lengths):
+        row = [random_bytes(length) for length in row_lengths]
+        if index in beyond:
+            row[5] = random_bytes(1024 + index * 60)
+        pairs = [{"key": 3 + column, "value": value} for column, value in enumerate(row)]
+        entries.append({
+            "status": 1, "snapshot_id": 7, "sequence_number": 7, "data_file": {
+                "content": 0, "file_path": f"s3://bucket/data/day={index % 3}/{index:08d}.parquet",
+                "file_format": "PARQUET", "partition": {"n": index % 3, "s": None, "b": True},
+                "record_count": 1000 + index, "file_size_in_bytes": 4096 * index,
+                "column_sizes": [{"key": k, "value": 64 * k} for k in range(1, 9)],
+                "null_value_counts": [{"key": k, "value": 0} for k in range(1, 9)],
+                "lower_bounds": pairs[:3], "upper_bounds": pairs[3:], "key_metadata": None,
+                "split_offsets": [4], "sort_order_id": 0,
+            },
+        })
+    path = manifest_dir / "long_bounds.avro"
+    with path.open("wb") as out:
+        fastavro.writer(out, MANIFEST_SCHEMA, entries, codec="deflate")
+    ref = ManifestRef(path=str(path), length=path.stat().st_size, spec_id=0, content=0, live_files=None)
+    patterns_always.clear()
+
+    assert decoded(path) == decoded_by_fastavro(path)
+    past_limit = sum(1 for index in beyond if index < len(lengths))
+    assert len(patterns_always) <= 2 + past_limit  # the first entry, the first long bound, and those
+    assert summarize_manifest(PyArrowFileIO(), ref, 1 << 20) == reference(PyArrowFileIO(), ref, 1 << 20)
 
 
 def test_corrupt_block_is_refused(manifest_dir: Path) -> None:
     entry = {"status": 1, "snapshot_id": None, "sequence_number": None, "data_file": {
         "content": 0, "file_path": "p", "file_format": "PARQUET", "partition": {"n": 1, "s": None, "b": True},
         "record_count": 1, "file_size_in_bytes": 10, "column_sizes": None, "null_value_counts": None,
-        "lower_bounds": None, "key_metadata": None, "split_offsets": None, "sort_order_id": None}}
+        "lower_bounds": None, "upper_bounds": None, "key_metadata": None, "split_offsets": None,
+        "sort_order_id": None}}
     schema = MANIFEST_SCHEMA | {"fields": [*MANIFEST_SCHEMA["fields"], {"name": "extra", "type": "long"}]}
     path = manifest_dir / "corrupt.avro"
     with path.open("wb") as out:  # the file says each entry has a trailing long that status does not expect
