@@ -269,9 +269,9 @@ def k8s_config_tag(size: RunSize) -> dict[str, object]:
         pod_spec["node_selector"] = dict(size.node_selector)
     if size.service_account_name:
         pod_spec["service_account_name"] = size.service_account_name
-    if size.kubernetes_driver:
-        # The driver asks the Kubernetes API for executor pods; other run pods carry no API token.
-        pod_spec["automount_service_account_token"] = True
+    # Only a k8s:// driver asks the Kubernetes API for (executor) pods. Set either way: the chart's
+    # code-location context turns the token on for every run, and this tag is applied after it.
+    pod_spec["automount_service_account_token"] = size.kubernetes_driver
     return {
         "container_config": container,
         "pod_spec_config": pod_spec,

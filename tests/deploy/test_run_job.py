@@ -1,7 +1,9 @@
 """Contract: the Kubernetes Job of a maintenance run, built by dagster-k8s exactly as its K8sRunLauncher
-builds it, from our production Helm values (launcher config and the code location's container
-context) and the run's tags (`maintenance_tags` + `sizing_tags`), is a valid batch/v1 Job whose pod
-follows the sizing policy for small, medium and large tables.
+builds it, from the production release as the official chart renders it (the run launcher section of
+the instance ConfigMap's dagster.yaml, and the container context the code server Deployment hands its
+runs) and the run's tags (`maintenance_tags` + `sizing_tags`), is a valid batch/v1 Job whose pod follows
+the sizing policy for small, medium and large tables. Only the large tier's driver mounts a service
+account token; runs without a sizing tag inherit the chart's token of the API-less code account.
 
 Validated three ways: dagster-k8s's own model building, Kubernetes' strict JSON schema (1.30, through
 kubernetes-validate), and a round trip through the Kubernetes client's deserializer into `V1Job`.
@@ -20,6 +22,7 @@ import dagster as dg
 import kubernetes
 import kubernetes_validate
 import pytest
+import yaml
 from dagster._core.code_pointer import ModuleCodePointer
 from dagster._core.origin import JobPythonOrigin, RepositoryPythonOrigin
 from dagster._grpc.types import ExecuteRunArgs
@@ -34,20 +37,20 @@ from icepack_dagster.domain.run_sizing import (
     size_run,
     sizing_tags,
 )
-from tests.deploy import chart
-from tests.deploy.testkit import GIB, status_of, write_kubeconfig
+from tests.deploy import helm_chart
+from tests.deploy.testkit import GIB, selects, status_of, write_kubeconfig
 
 K8S_VERSION = "1.30"
 SECRET_NAME = re.compile(r"(SECRET|PASSWORD|TOKEN|CREDENTIAL|STATE_URL)$")
-VALUES = chart.load_values("values.yaml", "values-prod.yaml")
-IMAGE = chart.image_name(chart.user_deployment(VALUES))
+RELEASE = helm_chart.render("values.yaml", "values-prod.yaml")
+IMAGE = RELEASE.image()
 
 
 @pytest.fixture(scope="module")
 def launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[K8sRunLauncher]:
-    """The K8sRunLauncher Dagster builds from the chart's run_launcher section (kubeconfig swapped in)."""
+    """The K8sRunLauncher Dagster builds from the rendered run_launcher section (kubeconfig swapped in)."""
     kubeconfig = write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    run_launcher = chart.instance_config(VALUES)["run_launcher"]
+    run_launcher = RELEASE.instance_config()["run_launcher"]
     run_launcher["config"] |= {"load_incluster_config": False, "kubeconfig_file": str(kubeconfig)}
     with dg.instance_for_test(overrides={"run_launcher": run_launcher}) as instance:
         assert isinstance(instance.run_launcher, K8sRunLauncher)
@@ -60,7 +63,7 @@ def _job(launcher: K8sRunLauncher, tags: dict[str, str]) -> dict[str, Any]:
         executable_path=sys.executable,
         code_pointer=ModuleCodePointer("icepack_dagster.definitions", "defs", None),
         container_image=IMAGE,
-        container_context=chart.container_context(VALUES),
+        container_context=RELEASE.container_context(),
     ))
     run = dg.DagsterRun(job_name="maintenance", tags=tags, job_code_origin=origin)
     context = launcher.get_container_context_for_run(run)
@@ -75,6 +78,11 @@ def _job(launcher: K8sRunLauncher, tags: dict[str, str]) -> dict[str, Any]:
         env_vars=[{"name": "DAGSTER_RUN_JOB_NAME", "value": "maintenance"}],
     )
     return kubernetes.client.ApiClient().sanitize_for_serialization(job)
+
+
+def _network_policy(name: str) -> dict[str, Any]:
+    path = helm_chart.REPO / "deploy" / "k8s" / "networkpolicies.yaml"
+    return next(doc for doc in yaml.safe_load_all(path.read_text()) if doc["metadata"]["name"] == name)
 
 
 class _Response:
@@ -114,6 +122,10 @@ def test_maintenance_job_is_valid_and_sized(launcher: K8sRunLauncher, live_bytes
     literal = [name for name, e in env.items() if SECRET_NAME.search(name) and "value" in e]
     assert literal == [], f"secret-looking env vars with literal values: {literal}"
     assert read_spark_conf_tag(tags, size.table) == size.spark_conf
+    # The NetworkPolicies that admit Dagster's pods to the code server (and, in dev, PostgreSQL) admit it.
+    for policy in ("icepack-code-server-grpc", "icepack-dev-postgresql"):
+        source = _network_policy(policy)["spec"]["ingress"][0]["from"][0]["podSelector"]
+        assert selects(source, pod["metadata"]["labels"]), policy
 
     if size.kubernetes_driver:
         assert pod["spec"]["serviceAccountName"] == "icepack-spark-driver"
@@ -125,15 +137,20 @@ def test_maintenance_job_is_valid_and_sized(launcher: K8sRunLauncher, live_bytes
         assert "SPARK_LOCAL_HOSTNAME" not in env
 
 
-def test_unsized_run_gets_the_defaults(launcher: K8sRunLauncher) -> None:
+def test_unsized_run_gets_the_defaults_and_the_charts_token(launcher: K8sRunLauncher) -> None:
     body = _job(launcher, {"icepack/kind": "observation"})
     kubernetes_validate.validate(body, K8S_VERSION, strict=True)
-    container = body["spec"]["template"]["spec"]["containers"][0]
-    defaults = VALUES["runLauncher"]["config"]["k8sRunLauncher"]["resources"]
-    code_location = chart.user_deployment(VALUES)["resources"]
+    pod = body["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    defaults = RELEASE.instance_config()["run_launcher"]["config"]["resources"]
+    code_location = RELEASE.container_context()["k8s"]["resources"]
     # dagster-k8s deep-merges the code location's container context over the launcher's defaults.
-    assert container["resources"] == chart.helm_merge(defaults, code_location)
-    assert container["resources"]["limits"]["cpu"] == defaults["limits"]["cpu"]
+    assert container["resources"]["requests"] == code_location["requests"]
+    assert container["resources"]["limits"] == defaults["limits"] | code_location["limits"]
+    # The chart's container context turns the token on for every run of the code location; the account
+    # is bound to no Role (test_k8s_manifests), so the token grants no API rights (docs/SECURITY.md).
+    assert pod["serviceAccountName"] == "icepack-user-code"
+    assert pod["automountServiceAccountToken"] is True
 
 
 def test_a_typo_in_the_sizing_tag_is_refused_by_dagster_k8s(launcher: K8sRunLauncher) -> None:
