@@ -1,11 +1,12 @@
 """Test helpers: the official dagster/dagster Helm chart, rendered by Helm's own Go SDK (helm-python-sdk)
 with our values files, so the deploy tests assert on what Kubernetes would receive, not on a model.
 
-The chart is found beside the checkout (`../shared/reference/dagster-chart-<version>`) or where
-ICEPACK_DAGSTER_CHART points. Helm validates values against the chart's values.schema.json before it
-renders; that schema `$ref`s Kubernetes definitions on a web site, which a closed network cannot reach,
-so the chart is rendered from a copy whose schema references point at the same definitions as shipped by
-kubernetes-validate (templates and everything else byte-identical; `test_helm_values` checks it).
+The chart is found beside the checkout (`../shared/reference/dagster-chart-<version>`), where
+ICEPACK_DAGSTER_CHART points, or where scripts/setup pulled it (`python -m tests.deploy.helm_chart`).
+Helm validates values against the chart's values.schema.json before it renders; that schema `$ref`s
+Kubernetes definitions on a web site, which a closed network cannot reach, so the chart is rendered
+from a copy whose schema references point at the same definitions as shipped by kubernetes-validate
+(templates and everything else byte-identical; `test_helm_values` checks it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ HELM_DIR = REPO / "deploy" / "helm"
 CHART_VERSION = "1.10.4"
 CHART_ENV = "ICEPACK_DAGSTER_CHART"
 DEFAULT_CHART = REPO.parent / "shared" / "reference" / f"dagster-chart-{CHART_VERSION}"
+# Where scripts/setup pulls the chart when it is not beside the checkout.
+CHART_REPOSITORY = "https://dagster-io.github.io/helm"
+PULLED_CHART = REPO / ".venv" / "share" / f"dagster-chart-{CHART_VERSION}" / "dagster"
 RELEASE = "icepack"
 NAMESPACE = "icepack"
 # The chart's schemas reference kubernetesjsonschema.dev's (non-strict) definitions; these are the
@@ -39,15 +43,28 @@ OVERLAYS = ("values-dev.yaml", "values-prod.yaml")
 
 def chart_dir() -> Path:
     """The official chart's directory; a clear failure naming the fix when it is missing."""
-    path = Path(os.environ.get(CHART_ENV) or DEFAULT_CHART)
-    if not (path / "Chart.yaml").is_file():
-        raise FileNotFoundError(
-            f"the official dagster/dagster Helm chart is not at {path}. Put the unpacked chart "
-            f"(release {CHART_VERSION}) there, or set {CHART_ENV} to a chart directory, e.g. one "
-            "pulled with helm-python-sdk: helm_python.pull('dagster', repo_url="
-            f"'https://dagster-io.github.io/helm', version='{CHART_VERSION}', untar=True)"
-        )
-    return path
+    candidates = [Path(os.environ[CHART_ENV])] if os.environ.get(CHART_ENV) else [DEFAULT_CHART, PULLED_CHART]
+    for path in candidates:
+        if (path / "Chart.yaml").is_file():
+            return path
+    raise FileNotFoundError(
+        f"the official dagster/dagster Helm chart is not at {' or '.join(map(str, candidates))}. Put the "
+        f"unpacked chart (release {CHART_VERSION}) there, set {CHART_ENV} to a chart directory, or run "
+        "scripts/setup where the chart repository is reachable (it pulls the chart with helm-python-sdk)"
+    )
+
+
+def pull_chart() -> Path:
+    """The chart, pulled from the official chart repository with Helm's SDK unless it is already here."""
+    try:
+        return chart_dir()
+    except FileNotFoundError as missing:
+        try:
+            helm.pull("dagster", repo_url=CHART_REPOSITORY, version=CHART_VERSION, untar=True,
+                      untar_dir=PULLED_CHART.parent, destination=PULLED_CHART.parent)
+        except helm.HelmError as error:
+            raise SystemExit(f"{missing}\npulling it from {CHART_REPOSITORY} failed: {error}") from None
+        return chart_dir()
 
 
 @functools.cache
@@ -145,3 +162,7 @@ def render_values(values: dict[str, Any]) -> Rendered:
 def render(*names: str) -> Rendered:
     """The release rendered from values files in deploy/helm, in `-f` order (cached; do not mutate)."""
     return render_values(load_values(*names))
+
+
+if __name__ == "__main__":
+    print(f"dagster/dagster chart {CHART_VERSION}: {pull_chart()}")
