@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from icepack_dagster.domain.run_sizing import EXECUTOR_CONTAINER, EXECUTOR_POD_TEMPLATE
 from tests.deploy import helm_chart
 
 DOCKERFILE = helm_chart.REPO / "deploy" / "docker" / "Dockerfile"
@@ -109,3 +110,26 @@ def test_dockerignore_sends_only_the_package() -> None:
              if line and not line.startswith("#")]
     assert lines[0] == "*"
     assert {"!pyproject.toml", "!README.md", "!icepack_dagster/"} <= set(lines)
+
+
+def _copies() -> dict[str, str]:
+    """Build-context file -> image path of each COPY from the context."""
+    found = {}
+    for instruction, rest in _instructions():
+        words = [w for w in shlex.split(rest) if not w.startswith("--")]
+        if instruction == "COPY" and "--from" not in rest and len(words) == 2:
+            found[words[0]] = words[1]
+    return found
+
+
+def test_image_carries_the_spark_executor_command_and_pod_template() -> None:
+    """Spark on Kubernetes starts executors with args ["executor"] and no command: the image ships the
+    command and the pod template the large tier names (test_spark_on_kubernetes runs both)."""
+    copies = _copies()
+    assert copies["deploy/docker/spark-executor-pod-template.yaml"] == EXECUTOR_POD_TEMPLATE
+    template = helm_chart.read_yaml(helm_chart.REPO / "deploy/docker/spark-executor-pod-template.yaml")
+    container = next(c for c in template["spec"]["containers"] if c["name"] == EXECUTOR_CONTAINER)
+    assert container["command"] == [copies["deploy/docker/spark-executor"]]
+    assert "--chmod=755 deploy/docker/spark-executor" in " ".join(rest for _, rest in _instructions())
+    ignored = (helm_chart.REPO / ".dockerignore").read_text().splitlines()
+    assert {"!" + source for source in copies if source.startswith("deploy/")} <= set(ignored)

@@ -14,70 +14,28 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterator
 from typing import Any
 
-import dagster as dg
 import kubernetes
 import kubernetes_validate
 import pytest
 import yaml
-from dagster._core.code_pointer import ModuleCodePointer
-from dagster._core.origin import JobPythonOrigin, RepositoryPythonOrigin
-from dagster._grpc.types import ExecuteRunArgs
 from dagster_k8s import K8sRunLauncher
-from dagster_k8s.job import construct_dagster_k8s_job, get_job_name_from_run_id
 
-from icepack_dagster.defs.tags import maintenance_tags
-from icepack_dagster.domain.run_sizing import (
-    RunSize,
-    SizingPolicy,
-    read_spark_conf_tag,
-    size_run,
-    sizing_tags,
-)
+from icepack_dagster.domain.run_sizing import read_spark_conf_tag
 from tests.deploy import helm_chart
-from tests.deploy.testkit import GIB, selects, status_of, write_kubeconfig
+from tests.deploy.run_job import IMAGE, RELEASE, rendered_launcher, run_job, sized
+from tests.deploy.testkit import GIB, selects
 
 K8S_VERSION = "1.30"
 SECRET_NAME = re.compile(r"(SECRET|PASSWORD|TOKEN|CREDENTIAL|STATE_URL)$")
-RELEASE = helm_chart.render("values.yaml", "values-prod.yaml")
-IMAGE = RELEASE.image()
 
 
 @pytest.fixture(scope="module")
 def launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[K8sRunLauncher]:
-    """The K8sRunLauncher Dagster builds from the rendered run_launcher section (kubeconfig swapped in)."""
-    kubeconfig = write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    run_launcher = RELEASE.instance_config()["run_launcher"]
-    run_launcher["config"] |= {"load_incluster_config": False, "kubeconfig_file": str(kubeconfig)}
-    with dg.instance_for_test(overrides={"run_launcher": run_launcher}) as instance:
-        assert isinstance(instance.run_launcher, K8sRunLauncher)
-        yield instance.run_launcher
-
-
-def _job(launcher: K8sRunLauncher, tags: dict[str, str]) -> dict[str, Any]:
-    """Mirrors K8sRunLauncher.launch_run up to the API call, and returns the Job as the API receives it."""
-    origin = JobPythonOrigin("maintenance", RepositoryPythonOrigin(
-        executable_path=sys.executable,
-        code_pointer=ModuleCodePointer("icepack_dagster.definitions", "defs", None),
-        container_image=IMAGE,
-        container_context=RELEASE.container_context(),
-    ))
-    run = dg.DagsterRun(job_name="maintenance", tags=tags, job_code_origin=origin)
-    context = launcher.get_container_context_for_run(run)
-    args = ExecuteRunArgs(job_origin=origin, run_id=run.run_id, instance_ref=None,
-                          set_exit_code_on_failure=launcher.fail_pod_on_run_failure).get_command_args()
-    name = get_job_name_from_run_id(run.run_id)
-    job = construct_dagster_k8s_job(
-        job_config=context.get_k8s_job_config(job_image=IMAGE, run_launcher=launcher),
-        args=args, job_name=name, pod_name=name, component="run_worker",
-        user_defined_k8s_config=context.run_k8s_config,
-        labels={"dagster/job": "maintenance", "dagster/run-id": run.run_id},
-        env_vars=[{"name": "DAGSTER_RUN_JOB_NAME", "value": "maintenance"}],
-    )
-    return kubernetes.client.ApiClient().sanitize_for_serialization(job)
+    with rendered_launcher(tmp_path_factory.mktemp("kube")) as run_launcher:
+        yield run_launcher
 
 
 def _network_policy(name: str) -> dict[str, Any]:
@@ -90,15 +48,10 @@ class _Response:
         self.data = json.dumps(body)
 
 
-def _sized(live_bytes: int) -> tuple[RunSize, dict[str, str]]:
-    size = size_run(status_of("lake.sales.orders", live_bytes), SizingPolicy(spark_image=IMAGE))
-    return size, maintenance_tags("lake.sales.orders", 42) | sizing_tags(size)
-
-
 @pytest.mark.parametrize("live_bytes", [GIB, 50 * GIB, 4096 * GIB], ids=["small", "medium", "large"])
-def test_maintenance_job_is_valid_and_sized(launcher: K8sRunLauncher, live_bytes: int) -> None:
-    size, tags = _sized(live_bytes)
-    body = _job(launcher, tags)
+def test_maintenance_job_is_valid_andsized(launcher: K8sRunLauncher, live_bytes: int) -> None:
+    size, tags = sized(live_bytes)
+    body = run_job(launcher, tags)
 
     kubernetes_validate.validate(body, K8S_VERSION, strict=True)
     api = kubernetes.client.ApiClient()
@@ -138,7 +91,7 @@ def test_maintenance_job_is_valid_and_sized(launcher: K8sRunLauncher, live_bytes
 
 
 def test_unsized_run_gets_the_defaults_and_the_charts_token(launcher: K8sRunLauncher) -> None:
-    body = _job(launcher, {"icepack/kind": "observation"})
+    body = run_job(launcher, {"icepack/kind": "observation"})
     kubernetes_validate.validate(body, K8S_VERSION, strict=True)
     pod = body["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -154,14 +107,14 @@ def test_unsized_run_gets_the_defaults_and_the_charts_token(launcher: K8sRunLaun
 
 
 def test_a_typo_in_the_sizing_tag_is_refused_by_dagster_k8s(launcher: K8sRunLauncher) -> None:
-    _, tags = _sized(GIB)
+    _, tags = sized(GIB)
     tags["dagster-k8s/config"] = json.dumps({"container_config": {"resourcez": {}}})
     with pytest.raises(Exception, match="resourcez"):
-        _job(launcher, tags)
+        run_job(launcher, tags)
 
 
-def test_schema_rejects_an_invalid_job(launcher: K8sRunLauncher) -> None:
-    body = _job(launcher, _sized(GIB)[1])
+def test_schema_rejects_an_invalidrun_job(launcher: K8sRunLauncher) -> None:
+    body = run_job(launcher, sized(GIB)[1])
     body["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] = ["6Gi"]
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(body, K8S_VERSION, strict=True)
