@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,8 +237,12 @@ def test_the_executor_command_starts_sparks_executor_backend(
 ) -> None:
     container = executor[1]["spec"]["containers"][-1]
     jars = Path.home() / ".cache" / "icepack" / "jars"
-    env = _container_env(container) | {"SPARK_EXECUTOR_MEMORY": "512m", "PATH": os.environ["PATH"],
-                                       "ICEPACK_SPARK__JAR_CACHE": str(jars), "HOME": str(tmp_path)}
+    # As in the image: the virtualenv's bin first on PATH (pyspark's jars are found through its python).
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    java_home = {"JAVA_HOME": os.environ["JAVA_HOME"]} if "JAVA_HOME" in os.environ else {}
+    env = _container_env(container) | java_home | {
+        "SPARK_EXECUTOR_MEMORY": "512m", "PATH": path, "ICEPACK_SPARK__JAR_CACHE": str(jars),
+        "HOME": str(tmp_path)}
     result = subprocess.run([str(EXECUTOR_COMMAND), *container["args"]], env=env, capture_output=True,
                             text=True, timeout=120)
     output = result.stdout + result.stderr
