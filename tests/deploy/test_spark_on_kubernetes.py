@@ -197,6 +197,10 @@ def test_executor_has_no_token_and_secrets_by_reference(executor: tuple[Any, dic
     assert spec["serviceAccountName"] == "icepack-user-code"
     assert spec["automountServiceAccountToken"] is False
     assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = spec["containers"][-1]["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False and security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}
     env = {e["name"]: e for e in spec["containers"][-1]["env"]}
     for name, ref in SECRET_REFS.items():
         secret, key = ref.split(":")
