@@ -8,11 +8,7 @@ dagster-k8s when it builds the run's Kubernetes Job), `icepack/spark-conf` tells
 Spark, `dagster/max_runtime` lets run monitoring stop a runaway run. Pure: no Dagster, Kubernetes or
 Spark import.
 
-A k8s:// tier's run pod is the Spark driver (client mode). What ties its executors to it is only
-known once the pod exists, so the tag passes it through the downward API: the pod's namespace, name and
-run id become environment variables that the Spark settings reference (`${env:NAME}`, which Spark
-resolves when it reads them). Executors are owned by the driver pod, named after the run, started by
-the image's executor command through a pod template, and get secrets by reference only.
+A k8s:// tier's run pod is the Spark driver; `spark_on_kubernetes` ties its executors to it.
 """
 
 from __future__ import annotations
@@ -23,6 +19,11 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from icepack_dagster.domain.spark_on_kubernetes import (
+    check_secret_refs,
+    driver_pod_env,
+    kubernetes_executor_conf,
+)
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.exceptions import ConfigurationError
 
@@ -41,16 +42,6 @@ _CONNECT = re.compile(r"^sc://.+$")
 _K8S_UNITS = {None: 1, "k": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
               "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}
 _JVM_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SECRET_KEY_REF = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?:[-._a-zA-Z0-9]+$")
-# The executor pod template and its command, baked into the icepack image (deploy/docker/).
-EXECUTOR_POD_TEMPLATE = "/opt/icepack/spark/executor-pod-template.yaml"
-EXECUTOR_CONTAINER = "executor"
-# Downward-API environment of a k8s:// driver's run pod (see `k8s_config_tag`).
-POD_NAMESPACE_ENV = "ICEPACK_POD_NAMESPACE"
-POD_NAME_ENV = "ICEPACK_POD_NAME"
-RUN_ID_ENV = "ICEPACK_RUN_ID"
-RUN_ID_LABEL = "dagster/run-id"  # set by dagster-k8s on every run pod
 # Share of the pod's memory the driver heap may take; the rest is JVM off-heap, Python and page cache.
 DRIVER_HEAP_SHARE = 0.75
 # Keys the tier fields own; `spark_conf` may not override them.
@@ -201,11 +192,7 @@ class SizingPolicy(BaseModel):
     @field_validator("executor_secret_refs")
     @classmethod
     def _secret_refs(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, ref in value.items():
-            if not _ENV_NAME.match(name):
-                raise ValueError(f"executor_secret_refs: {name!r} is not an environment variable name")
-            if not _SECRET_KEY_REF.match(ref):
-                raise ValueError(f"executor_secret_refs.{name}: {ref!r} is not '<secret name>:<key>'")
+        check_secret_refs(value)
         return value
 
     @model_validator(mode="after")
@@ -278,7 +265,8 @@ def size_run(status: TableStatus, policy: SizingPolicy) -> RunSize:
                 f"table {status.table}: sizing tier {tier.name!r} runs Spark on Kubernetes, but the sizing "
                 "policy has no spark_image (the icepack image the executors run)"
             )
-        conf |= kubernetes_executor_conf(tier, policy.spark_image, policy.executor_secret_refs)
+        conf |= kubernetes_executor_conf(policy.spark_image, tier.executor_service_account_name,
+                                         policy.executor_secret_refs)
     conf |= tier.spark_conf
     quantities = {"cpu": tier.cpu, "memory": tier.memory}
     return RunSize(
@@ -294,42 +282,13 @@ def size_run(status: TableStatus, policy: SizingPolicy) -> RunSize:
     )
 
 
-def kubernetes_executor_conf(tier: SizingTier, image: str, secret_refs: Mapping[str, str]) -> dict[str, str]:
-    """What a k8s:// driver needs to start executors that work, in its namespace, owned by its pod."""
-    conf = {
-        "spark.kubernetes.container.image": image,
-        "spark.kubernetes.namespace": f"${{env:{POD_NAMESPACE_ENV}}}",
-        # Executors get the driver pod as owner: they go when the run pod goes, killed or not.
-        "spark.kubernetes.driver.pod.name": f"${{env:{POD_NAME_ENV}}}",
-        # One prefix per run, so concurrent large runs never collide (Spark allows 47 characters).
-        "spark.kubernetes.executor.podNamePrefix": f"icepack-${{env:{RUN_ID_ENV}}}",
-        "spark.kubernetes.executor.podTemplateFile": EXECUTOR_POD_TEMPLATE,
-        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
-    }
-    if tier.executor_service_account_name:
-        conf["spark.kubernetes.authenticate.executor.serviceAccountName"] = tier.executor_service_account_name
-    conf |= {f"spark.kubernetes.executor.secretKeyRef.{name}": ref for name, ref in secret_refs.items()}
-    return conf
-
-
-def _downward_env(name: str, field_path: str) -> dict[str, object]:
-    return {"name": name, "value_from": {"field_ref": {"field_path": field_path}}}
-
-
 def k8s_config_tag(size: RunSize) -> dict[str, object]:
     """The value of the `dagster-k8s/config` run tag (dagster-k8s's user-defined config, snake_case)."""
     container: dict[str, object] = {
         "resources": {"requests": dict(size.resources.requests), "limits": dict(size.resources.limits)},
     }
     if size.kubernetes_driver:
-        container["env"] = [
-            # Executors connect back to the driver by address: advertise the pod IP, not its hostname.
-            _downward_env("SPARK_LOCAL_HOSTNAME", "status.podIP"),
-            # What the Spark settings of `kubernetes_executor_conf` reference.
-            _downward_env(POD_NAMESPACE_ENV, "metadata.namespace"),
-            _downward_env(POD_NAME_ENV, "metadata.name"),
-            _downward_env(RUN_ID_ENV, f"metadata.labels['{RUN_ID_LABEL}']"),
-        ]
+        container["env"] = driver_pod_env()
     pod_spec: dict[str, object] = {}
     if size.node_selector:
         pod_spec["node_selector"] = dict(size.node_selector)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from icepack_dagster.domain.run_sizing import EXECUTOR_CONTAINER, EXECUTOR_POD_TEMPLATE
+from icepack_dagster.domain.spark_on_kubernetes import EXECUTOR_CONTAINER, EXECUTOR_POD_TEMPLATE
 from tests.deploy import helm_chart
 
 DOCKERFILE = helm_chart.REPO / "deploy" / "docker" / "Dockerfile"
