@@ -185,6 +185,7 @@ def test_no_literal_secrets_in_the_rendered_production_release() -> None:
     assert rendered.of_kind("Secret") == [], "production Secrets are created out of band, not by the chart"
     for document in rendered.documents:
         assert _literal_secrets(document) == [], document["metadata"]["name"]
+    assert _literal_secrets(rendered.instance_config()) == []
     context = rendered.container_context()
     assert _literal_secrets(context) == []
     assert context["k8s"]["env_secrets"] == ["icepack-catalog-credentials"]
