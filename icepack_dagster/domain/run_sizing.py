@@ -7,6 +7,8 @@ endpoint). `sizing_tags` turns a `RunSize` into run tags: `dagster-k8s/config` s
 dagster-k8s when it builds the run's Kubernetes Job), `icepack/spark-conf` tells the run how to start
 Spark, `dagster/max_runtime` lets run monitoring stop a runaway run. Pure: no Dagster, Kubernetes or
 Spark import.
+
+A k8s:// tier's run pod is the Spark driver; `spark_on_kubernetes` ties its executors to it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from icepack_dagster.domain.spark_on_kubernetes import (
+    check_secret_refs,
+    driver_pod_env,
+    kubernetes_executor_conf,
+)
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.exceptions import ConfigurationError
 
@@ -41,7 +48,10 @@ DRIVER_HEAP_SHARE = 0.75
 _MANAGED_KEYS = frozenset({
     "spark.master", "spark.driver.memory", "spark.executor.instances", "spark.executor.cores",
     "spark.executor.memory", "spark.cores.max", "spark.sql.shuffle.partitions",
-    "spark.kubernetes.container.image",
+    "spark.kubernetes.container.image", "spark.kubernetes.namespace", "spark.kubernetes.driver.pod.name",
+    "spark.kubernetes.executor.podNamePrefix", "spark.kubernetes.executor.podTemplateFile",
+    "spark.kubernetes.executor.podTemplateContainerName",
+    "spark.kubernetes.authenticate.executor.serviceAccountName",
 })
 
 
@@ -80,6 +90,9 @@ class SizingTier(BaseModel):
     node_selector: dict[str, str] = Field(default_factory=dict, description="Run pod nodeSelector")
     service_account_name: str | None = Field(
         default=None, description="Run pod service account; a k8s:// driver needs one that may create pods"
+    )
+    executor_service_account_name: str | None = Field(
+        default=None, description="Service account of a k8s:// tier's executor pods (they call no API)"
     )
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings")
 
@@ -130,6 +143,8 @@ class SizingTier(BaseModel):
             if any(value is None for value in executors):
                 raise ValueError(f"{where}: a cluster master needs executor_instances, executor_cores and "
                                  "executor_memory")
+            if self.executor_service_account_name and not self.is_kubernetes:
+                raise ValueError(f"{where}: executor_service_account_name needs a k8s:// master")
         else:
             raise ValueError(f"{where}: spark_master {self.spark_master!r} is not local[N], local[*], "
                              "spark://, k8s:// or sc://")
@@ -156,18 +171,29 @@ def default_tiers() -> tuple[SizingTier, ...]:
                    driver_memory="6g", executor_instances=8, executor_cores=4, executor_memory="24g",
                    shuffle_partitions=256, max_runtime_seconds=12 * 3600,
                    service_account_name="icepack-spark-driver",
-                   spark_conf={"spark.driver.port": "7078", "spark.blockManager.port": "7079",
-                               "spark.kubernetes.executor.podNamePrefix": "icepack"}),
+                   executor_service_account_name="icepack-user-code",
+                   spark_conf={"spark.driver.port": "7078", "spark.blockManager.port": "7079"}),
     )
 
 
 class SizingPolicy(BaseModel):
-    """Tiers ordered by size; `spark_image` is the image Spark executors run on k8s:// (the icepack image)."""
+    """Tiers ordered by size; `spark_image` is the image Spark executors run on k8s:// (the icepack image),
+    `executor_secret_refs` the environment its executors get from Secrets, by reference."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     tiers: tuple[SizingTier, ...] = Field(default_factory=default_tiers, min_length=1)
     spark_image: str | None = Field(default=None, description="Executor image of k8s:// tiers")
+    executor_secret_refs: dict[str, str] = Field(
+        default_factory=dict,
+        description="Executor env var -> '<secret name>:<key>' (spark.kubernetes.executor.secretKeyRef.*)",
+    )
+
+    @field_validator("executor_secret_refs")
+    @classmethod
+    def _secret_refs(cls, value: dict[str, str]) -> dict[str, str]:
+        check_secret_refs(value)
+        return value
 
     @model_validator(mode="after")
     def _ordered(self) -> SizingPolicy:
@@ -239,7 +265,8 @@ def size_run(status: TableStatus, policy: SizingPolicy) -> RunSize:
                 f"table {status.table}: sizing tier {tier.name!r} runs Spark on Kubernetes, but the sizing "
                 "policy has no spark_image (the icepack image the executors run)"
             )
-        conf["spark.kubernetes.container.image"] = policy.spark_image
+        conf |= kubernetes_executor_conf(policy.spark_image, tier.executor_service_account_name,
+                                         policy.executor_secret_refs)
     conf |= tier.spark_conf
     quantities = {"cpu": tier.cpu, "memory": tier.memory}
     return RunSize(
@@ -261,17 +288,15 @@ def k8s_config_tag(size: RunSize) -> dict[str, object]:
         "resources": {"requests": dict(size.resources.requests), "limits": dict(size.resources.limits)},
     }
     if size.kubernetes_driver:
-        # Executors connect back to the driver by address: advertise the pod IP, not its hostname.
-        container["env"] = [{"name": "SPARK_LOCAL_HOSTNAME",
-                             "value_from": {"field_ref": {"field_path": "status.podIP"}}}]
+        container["env"] = driver_pod_env()
     pod_spec: dict[str, object] = {}
     if size.node_selector:
         pod_spec["node_selector"] = dict(size.node_selector)
     if size.service_account_name:
         pod_spec["service_account_name"] = size.service_account_name
-    if size.kubernetes_driver:
-        # The driver asks the Kubernetes API for executor pods; other run pods carry no API token.
-        pod_spec["automount_service_account_token"] = True
+    # Only a k8s:// driver asks the Kubernetes API for (executor) pods. Set either way: the chart's
+    # code-location context turns the token on for every run, and this tag is applied after it.
+    pod_spec["automount_service_account_token"] = size.kubernetes_driver
     return {
         "container_config": container,
         "pod_spec_config": pod_spec,

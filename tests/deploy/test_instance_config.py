@@ -1,6 +1,6 @@
 """Contract: the Dagster instance our deployments configure is one Dagster itself accepts and builds.
 
-The instance sections of the Helm values (rendered as the chart renders them) and
+dagster.yaml as the official chart renders it from our Helm values (its instance ConfigMap) and
 deploy/dagster/dagster.prod.yaml both load through `DagsterInstance.from_config` against a real
 PostgreSQL: PostgreSQL storage, the queued run coordinator with icepack's tag limits, run monitoring,
 run retries, and for Helm the K8sRunLauncher built by dagster-k8s. The limits behave as intended under
@@ -23,16 +23,16 @@ from dagster_k8s import K8sRunLauncher
 
 from icepack_dagster.defs.tags import maintenance_tags, observation_tags
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
-from tests.deploy import chart
+from tests.deploy import helm_chart
 from tests.deploy.testkit import write_kubeconfig
 
-PROD_YAML = chart.REPO / "deploy" / "dagster" / "dagster.prod.yaml"
+PROD_YAML = helm_chart.REPO / "deploy" / "dagster" / "dagster.prod.yaml"
 
 
 def _point_at_test_database(values: dict[str, Any], database: str, kubeconfig: Path) -> dict[str, Any]:
     """What an operator changes to run this outside the cluster: the database address and kubeconfig."""
     values = copy.deepcopy(values)
-    values["postgresql"] |= {"postgresqlHost": PG_HOST, "postgresqlUsername": PG_USER,
+    values["postgresql"] |= {"enabled": False, "postgresqlHost": PG_HOST, "postgresqlUsername": PG_USER,
                              "postgresqlDatabase": database, "postgresqlParams": {}}
     values["postgresql"]["service"] = {"port": PG_PORT}
     launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
@@ -53,22 +53,25 @@ def test_helm_instance_builds_with_dagster(
 ) -> None:
     monkeypatch.setenv("DAGSTER_PG_PASSWORD", "")
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig")
-    values = _point_at_test_database(chart.load_values("values.yaml", overlay), dagster_database, kubeconfig)
-    instance = _instance_from(chart.instance_config(values), tmp_path / "home")
+    values = _point_at_test_database(helm_chart.load_values("values.yaml", overlay), dagster_database,
+                                     kubeconfig)
+    rendered = helm_chart.render_values(values)
+    instance = _instance_from(rendered.instance_config(), tmp_path / "home")
     try:
         launcher = instance.run_launcher
         assert isinstance(launcher, K8sRunLauncher)
-        assert launcher.job_namespace == chart.NAMESPACE
+        assert launcher.job_namespace == helm_chart.NAMESPACE
         assert launcher.service_account_name == "icepack-dagster"
         assert launcher.fail_pod_on_run_failure is True
         assert launcher.security_context["runAsNonRoot"] is True
         assert instance.run_monitoring_enabled and instance.run_retries_enabled
+        assert instance.get_runs() == [], "run storage must be the test's PostgreSQL database"
         queue = instance.get_concurrency_config().run_queue_config
         assert queue is not None
         limits = {(lim["key"], str(lim.get("value"))): lim["limit"] for lim in queue.tag_concurrency_limits}
         assert limits[("icepack/table", "{'applyLimitPerUniqueValue': True}")] == 1
         cap = limits[("icepack/kind", "maintenance")]
-        env = {e["name"]: e.get("value") for e in chart.user_deployment(values)["env"]}
+        env = {e["name"]: e.get("value") for e in rendered.container_context()["k8s"]["env"]}
         assert cap == int(env["ICEPACK_PLATFORM_MAX_MAINTENANCE_IN_FLIGHT"]), (
             f"{overlay}: the coordinator's maintenance limit and the sensor's in-flight cap must agree"
         )
@@ -81,8 +84,8 @@ def _run(tags: dict[str, str]) -> dg.DagsterRun:
 
 
 def test_tag_limits_serialize_maintenance_per_table_and_cap_it() -> None:
-    values = chart.load_values("values.yaml", "values-prod.yaml")
-    limits = chart.instance_config(values)["run_coordinator"]["config"]["tag_concurrency_limits"]
+    config = helm_chart.render("values.yaml", "values-prod.yaml").instance_config()
+    limits = config["run_coordinator"]["config"]["tag_concurrency_limits"]
     cap = next(limit["limit"] for limit in limits if limit.get("value") == "maintenance")
     running = [_run(maintenance_tags(f"lake.sales.t{i}")) for i in range(cap - 1)]
     counter = TagConcurrencyLimitsCounter(limits, running)

@@ -1,11 +1,17 @@
-"""Contract: the Kubernetes manifests under deploy/k8s are valid, least-privilege, and agree with the Helm
-values, the sizing policy and the oauth2-proxy values they are written for.
+"""Contract: the Kubernetes manifests under deploy/k8s are valid, least-privilege, and agree with the
+release the official chart renders from our values, the sizing policy and the oauth2-proxy values.
 
-- every document validates against Kubernetes 1.30's strict schema (kubernetes-validate);
-- the run launcher's Role grants exactly the API calls dagster-k8s makes (derived from its source), no
-  wildcard, no ClusterRole; the service accounts are the ones the values and the sizing policy name;
-- NetworkPolicies deny ingress by default and open only the proxy → webserver, Dagster → code server
-  and Spark executor → driver paths, on the ports the values and the sizing tier use.
+- every document validates against Kubernetes 1.30's strict schema (kubernetes-validate), and so does
+  every rendered manifest;
+- the rendered release holds no Role, ClusterRole or binding of its own (dev and production); the run
+  launcher's Role in deploy/k8s grants exactly the API calls dagster-k8s makes (derived from its
+  source), no wildcard, no ClusterRole; every service account a rendered pod uses is defined there, and
+  the account of the code server and its runs is bound to nothing;
+- NetworkPolicies deny ingress by default and open only the proxy → webserver, Dagster → code server,
+  Spark executor → driver and (dev) Dagster → PostgreSQL paths: their selectors match the rendered
+  pods' labels and their ports the rendered containers' ports;
+- every rendered main container has CPU and memory requests and a memory limit, and its probes hit a
+  port it listens on.
 """
 
 from __future__ import annotations
@@ -20,9 +26,12 @@ import pytest
 import yaml
 
 from icepack_dagster.domain.run_sizing import SIZE_TAG, default_tiers
-from tests.deploy import chart
+from tests.deploy import helm_chart
+from tests.deploy.helm_chart import OVERLAYS, Rendered
+from tests.deploy.testkit import selects
 
-K8S_DIR = chart.REPO / "deploy" / "k8s"
+K8S_DIR = helm_chart.REPO / "deploy" / "k8s"
+PROD = ("values.yaml", "values-prod.yaml")
 MANIFESTS = sorted(K8S_DIR.rglob("*.yaml"))
 # Kubernetes client call -> (resource, verb) in RBAC terms.
 CALL_TO_RULE = {
@@ -89,34 +98,105 @@ def test_no_wildcards_and_nothing_cluster_wide() -> None:
             assert "secrets" not in rule["resources"], role["metadata"]["name"]
 
 
-def test_service_accounts_match_values_and_sizing() -> None:
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_rendered_release_validates_strictly(overlay: str) -> None:
+    for document in helm_chart.render("values.yaml", overlay).documents:
+        kubernetes_validate.validate(document, "1.30", strict=True)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_rendered_release_has_no_rbac_of_its_own(overlay: str) -> None:
+    rendered = helm_chart.render("values.yaml", overlay)
+    kinds = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+    found = [(d["kind"], d["metadata"]["name"]) for d in rendered.documents if d["kind"] in kinds]
+    assert found == [], "docs/SECURITY.md promises the Roles of deploy/k8s/rbac.yaml only"
+    assert [d for d in rendered.documents if d["kind"] == "ServiceAccount"
+            and d["metadata"]["name"].startswith("icepack-")] == []
+
+
+def _bound_accounts() -> dict[str, str]:
+    return {d["subjects"][0]["name"]: d["roleRef"]["name"] for d in _all() if d["kind"] == "RoleBinding"}
+
+
+def test_service_accounts_match_release_and_sizing() -> None:
     accounts = {d["metadata"]["name"] for d in _all() if d["kind"] == "ServiceAccount"}
-    values = chart.load_values("values.yaml", "values-prod.yaml")
-    assert chart.service_account(values) in accounts
-    assert chart.service_account(values, values["dagster-user-deployments"]) in accounts
+    rendered = helm_chart.render(*PROD)
+    pods = rendered.pod_templates()
+    used = {name: pod["spec"]["serviceAccountName"] for name, pod in pods.items()}
+    assert set(used.values()) <= accounts, used
+    launcher = rendered.instance_config()["run_launcher"]["config"]["service_account_name"]
+    code = rendered.container_context()["k8s"]["service_account_name"]
+    assert {launcher, code} <= accounts
     drivers = {tier.service_account_name for tier in default_tiers() if tier.service_account_name}
     assert drivers <= accounts
-    bound = {d["subjects"][0]["name"] for d in _all() if d["kind"] == "RoleBinding"}
-    assert chart.service_account(values, values["dagster-user-deployments"]) not in bound, (
-        "the code server and run pods must have no Kubernetes API rights"
-    )
+    bound = _bound_accounts()
+    assert bound == {launcher: "icepack-run-launcher", **{d: "icepack-spark-driver" for d in drivers}}
+    assert code not in bound, "the code server and run pods must have no Kubernetes API rights"
+
+
+def test_pods_that_mount_a_token_are_the_documented_ones() -> None:
+    """Webserver and daemon launch runs (their token is bound to the launcher Role); the chart always
+    mounts one in the code server too, whose account is bound to nothing (docs/SECURITY.md)."""
+    pods = helm_chart.render(*PROD).pod_templates()
+    mounting = {name: pod["spec"]["serviceAccountName"] for name, pod in pods.items()
+                if pod["spec"].get("automountServiceAccountToken", True)}
+    assert mounting == {
+        "icepack-dagster-webserver": "icepack-dagster",
+        "icepack-dagster-webserver-read-only": "icepack-dagster",
+        "icepack-dagster-daemon": "icepack-dagster",
+        "icepack-dagster-user-deployments-icepack": "icepack-user-code",
+    }
 
 
 def _ingress_ports(policy: dict[str, Any]) -> set[int]:
     return {port["port"] for rule in policy["spec"].get("ingress", []) for port in rule.get("ports", [])}
 
 
-def test_default_deny_and_open_paths_match_values() -> None:
+def _selected(rendered: Rendered, selector: dict[str, Any]) -> set[str]:
+    return {name for name, pod in rendered.pod_templates().items()
+            if selects(selector, pod["metadata"].get("labels", {}))}
+
+
+def _container_ports(pod: dict[str, Any]) -> set[int]:
+    return {port["containerPort"] for c in pod["spec"]["containers"] for port in c.get("ports", [])}
+
+
+def test_webserver_only_from_the_proxy() -> None:
+    rendered = helm_chart.render(*PROD)
+    policy = _named("NetworkPolicy", "icepack-webserver-from-proxy")
+    webservers = _selected(rendered, policy["spec"]["podSelector"])
+    assert webservers == {"icepack-dagster-webserver", "icepack-dagster-webserver-read-only"}
+    for name in webservers:
+        assert _ingress_ports(policy) == _container_ports(rendered.pod_templates()[name])
+    proxy_labels = helm_chart.read_yaml(helm_chart.HELM_DIR / "oauth2-proxy-values.yaml")["podLabels"]
+    sources = [peer["podSelector"] for peer in policy["spec"]["ingress"][0]["from"]]
+    assert len(sources) == 1 and selects(sources[0], proxy_labels)
+
+
+def test_code_server_grpc_from_dagster_pods() -> None:
+    rendered = helm_chart.render(*PROD)
+    policy = _named("NetworkPolicy", "icepack-code-server-grpc")
+    assert _selected(rendered, policy["spec"]["podSelector"]) == {"icepack-dagster-user-deployments-icepack"}
+    service = rendered.get("Service", "icepack")
+    assert _ingress_ports(policy) == {port["targetPort"] if "targetPort" in port else port["port"]
+                                      for port in service["spec"]["ports"]}
+    sources = policy["spec"]["ingress"][0]["from"][0]["podSelector"]
+    dagster_pods = {"icepack-dagster-webserver", "icepack-dagster-webserver-read-only",
+                    "icepack-dagster-daemon"}
+    assert _selected(rendered, sources) == dagster_pods
+
+
+def test_dev_postgresql_from_dagster_pods() -> None:
+    rendered = helm_chart.render("values.yaml", "values-dev.yaml")
+    policy = _named("NetworkPolicy", "icepack-dev-postgresql")
+    databases = _selected(rendered, policy["spec"]["podSelector"])
+    assert databases == {"icepack-postgresql"}
+    assert _ingress_ports(policy) == _container_ports(rendered.pod_templates()["icepack-postgresql"])
+
+
+def test_default_deny_and_spark_paths() -> None:
     deny = _named("NetworkPolicy", "icepack-default-deny-ingress")
     assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
-    values = chart.load_values("values.yaml", "values-prod.yaml")
-    webserver = _named("NetworkPolicy", "icepack-webserver-from-proxy")
-    assert _ingress_ports(webserver) == {values["dagsterWebserver"]["service"]["port"]}
-    proxy_labels = chart.read_yaml(chart.HELM_DIR / "oauth2-proxy-values.yaml")["podLabels"]
-    sources = [peer["podSelector"]["matchLabels"] for peer in webserver["spec"]["ingress"][0]["from"]]
-    assert sources == [{k: proxy_labels[k] for k in sources[0]}]
-    grpc = _named("NetworkPolicy", "icepack-code-server-grpc")
-    assert _ingress_ports(grpc) == {chart.user_deployment(values)["port"]}
     large = next(tier for tier in default_tiers() if tier.is_kubernetes)
     driver = _named("NetworkPolicy", "icepack-spark-executors-to-driver")
     assert driver["spec"]["podSelector"]["matchLabels"] == {SIZE_TAG: large.name}
@@ -124,12 +204,33 @@ def test_default_deny_and_open_paths_match_values() -> None:
                                       int(large.spark_conf["spark.blockManager.port"])}
 
 
+def _probe_ports(container: dict[str, Any]) -> list[Any]:
+    probes = [container.get(p) for p in ("readinessProbe", "livenessProbe", "startupProbe")]
+    return [probe[kind]["port"] for probe in probes if probe
+            for kind in ("httpGet", "tcpSocket") if kind in probe]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_containers_have_resources_and_probes_hit_their_ports(overlay: str) -> None:
+    rendered = helm_chart.render("values.yaml", overlay)
+    for name, pod in rendered.pod_templates().items():
+        if name == "icepack-postgresql":
+            continue  # the dev overlay's trial database: the bitnami subchart's own settings
+        for container in pod["spec"]["containers"]:
+            resources = container.get("resources") or {}
+            assert {"cpu", "memory"} <= set(resources.get("requests", {})), name
+            assert "memory" in resources.get("limits", {}), name
+            names = {port.get("name") for port in container.get("ports", [])}
+            for port in _probe_ports(container):
+                assert port in _container_ports(pod) | names, f"{name}: probe on {port}, not listened on"
+
+
 @pytest.mark.parametrize(("name", "service"), [
-    ("oauth2-proxy-values.yaml", "webserver"),
-    ("oauth2-proxy-viewer-values.yaml", "webserver-read-only"),
+    ("oauth2-proxy-values.yaml", "icepack-dagster-webserver"),
+    ("oauth2-proxy-viewer-values.yaml", "icepack-dagster-webserver-read-only"),
 ])
-def test_proxies_front_the_chart_webservers(name: str, service: str) -> None:
-    config = chart.read_yaml(chart.HELM_DIR / name)["config"]["configFile"]
-    port = chart.load_values("values.yaml", "values-prod.yaml")["dagsterWebserver"]["service"]["port"]
-    assert f'upstreams = ["http://{chart.fullname()}-{service}:{port}"]' in config
+def test_proxies_front_the_rendered_webservers(name: str, service: str) -> None:
+    config = helm_chart.read_yaml(helm_chart.HELM_DIR / name)["config"]["configFile"]
+    port = helm_chart.render(*PROD).get("Service", service)["spec"]["ports"][0]["port"]
+    assert f'upstreams = ["http://{service}:{port}"]' in config
     assert "allowed_groups" in config

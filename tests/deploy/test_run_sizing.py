@@ -60,9 +60,23 @@ def test_large_tier_drives_executors_on_kubernetes() -> None:
     config = k8s_config_tag(size)
     assert config["pod_spec_config"] == {"service_account_name": "icepack-spark-driver",
                                          "automount_service_account_token": True}
-    env = config["container_config"]["env"]  # type: ignore[index]
-    pod_ip = {"field_ref": {"field_path": "status.podIP"}}
-    assert env == [{"name": "SPARK_LOCAL_HOSTNAME", "value_from": pod_ip}]
+    env = {e["name"]: e["value_from"]["field_ref"]["field_path"]  # type: ignore[index]
+           for e in config["container_config"]["env"]}  # type: ignore[index]
+    assert env == {"SPARK_LOCAL_HOSTNAME": "status.podIP", "ICEPACK_POD_NAMESPACE": "metadata.namespace",
+                   "ICEPACK_POD_NAME": "metadata.name", "ICEPACK_RUN_ID": "metadata.labels['dagster/run-id']"}
+    # Spark resolves these references when it reads the settings (tests/deploy/test_spark_on_kubernetes.py).
+    assert size.spark_conf["spark.kubernetes.namespace"] == "${env:ICEPACK_POD_NAMESPACE}"
+    assert size.spark_conf["spark.kubernetes.executor.podNamePrefix"] == "icepack-${env:ICEPACK_RUN_ID}"
+
+
+def test_executor_secret_refs_are_checked_and_become_secret_key_refs() -> None:
+    policy = SizingPolicy(spark_image="img:1", executor_secret_refs={"CATALOG_SECRET": "creds:secret"})
+    size = size_run(status_of("lake.sales.orders", 2048 * GIB), policy)
+    assert size.spark_conf["spark.kubernetes.executor.secretKeyRef.CATALOG_SECRET"] == "creds:secret"
+    with pytest.raises(ValueError, match="executor_secret_refs.X: 'creds' is not"):
+        SizingPolicy(executor_secret_refs={"X": "creds"})
+    with pytest.raises(ValueError, match="'1X' is not an environment variable name"):
+        SizingPolicy(executor_secret_refs={"1X": "creds:key"})
 
 
 def test_kubernetes_tier_without_an_image_names_the_table() -> None:
@@ -75,7 +89,8 @@ def test_standalone_tier_caps_cores() -> None:
                       driver_memory="2g", executor_instances=3, executor_cores=2, executor_memory="4g")
     size = size_run(status_of("lake.a.b", GIB), SizingPolicy(tiers=(tier,)))
     assert size.spark_conf["spark.cores.max"] == "6"
-    assert "automount_service_account_token" not in k8s_config_tag(size)["pod_spec_config"]  # type: ignore[operator]
+    # No token: the run pod is a client of the standalone master, not of the Kubernetes API.
+    assert k8s_config_tag(size)["pod_spec_config"] == {"automount_service_account_token": False}
 
 
 def test_tags_carry_the_size_and_read_back() -> None:

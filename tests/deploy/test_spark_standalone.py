@@ -25,7 +25,7 @@ import pytest
 from icepack_dagster.iceberg.catalogs import open_catalog
 from icepack_dagster.settings import load_settings
 from tests.deploy import spark_standalone_job
-from tests.deploy.chart import REPO
+from tests.deploy.helm_chart import REPO
 
 SPARK_HOME = Path(pyspark.__file__).parent
 DEADLINE_SECONDS = 90

@@ -1,11 +1,13 @@
 """Test helpers for the deployment tests: a `TableStatus` of a given size (sizing needs no real table),
-and a kubeconfig that lets dagster-k8s build its clients outside a cluster (nothing connects to it)."""
+a kubeconfig that lets dagster-k8s build its clients outside a cluster (nothing connects to it), and
+Kubernetes' label-selector matching (for NetworkPolicies against rendered pods)."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from icepack_dagster.domain.status import TableStatus
 
@@ -38,3 +40,18 @@ def write_kubeconfig(path: Path) -> Path:
         "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
     }))
     return path
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Kubernetes label-selector semantics (matchLabels, and matchExpressions with In/NotIn/Exists)."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        value, operator = labels.get(expression["key"]), expression["operator"]
+        if operator == "In" and value not in expression["values"]:
+            return False
+        if operator == "NotIn" and value in expression["values"]:
+            return False
+        if operator == "Exists" and value is None:
+            return False
+    return True
