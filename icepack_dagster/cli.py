@@ -237,6 +237,20 @@ def quarantine_release(ctx: _Context, table: str) -> None:
 
 
 @cli.group()
+def history() -> None:
+    """icepack's own maintenance history (the state database)."""
+
+
+@history.command("prune")
+@pass_ctx
+def history_prune(ctx: _Context) -> None:
+    """Delete history older than history_retention_days that quarantine and cadence no longer read."""
+    removed = ctx.engine.prune_history()
+    days = ctx.engine.settings.history_retention_days
+    click.echo(f"pruned {removed} history rows older than {days} days")
+
+
+@cli.group()
 def jars() -> None:
     """The pinned Maven Central jars that Spark sessions load (icepack_dagster/spark/jvm_artifacts.py)."""
 

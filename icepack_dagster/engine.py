@@ -176,6 +176,11 @@ class Engine:
         threshold = (policy or Policy()).quarantine_after_failures
         return self.history_store.history(key.text, threshold)
 
+    def prune_history(self, now: datetime | None = None) -> int:
+        """Drop maintenance history past `history_retention_days` that no decision reads any more."""
+        cutoff = (now or utc_now()) - timedelta(days=self.settings.history_retention_days)
+        return self.history_store.prune(cutoff)
+
     def release_quarantine(self, key: TableKey) -> None:
         self.history_store.release(key.text, utc_now())
 

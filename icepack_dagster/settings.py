@@ -191,6 +191,12 @@ class IcepackSettings(BaseSettings):
         description="SQLAlchemy URL of the maintenance history (a secret: it may hold the database "
         "password); default SQLite under home",
     )
+    history_retention_days: int = Field(
+        default=90,
+        ge=1,
+        description="Maintenance history older than this is pruned (`icepack history prune`), except each "
+        "table's newest runs that quarantine counts and its newest success of each action",
+    )
     maintenance_lease_seconds: int = Field(
         default=600,
         ge=30,

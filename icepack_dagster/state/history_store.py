@@ -18,6 +18,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    delete,
     func,
     insert,
     select,
@@ -109,6 +110,37 @@ class HistoryStore:
                     report=json.dumps({"released_by": "operator"}),
                 )
             )
+
+    def prune(self, older_than: datetime) -> int:
+        """Delete history that finished before `older_than`, except what decisions still read: each
+        table's newest runs that consecutive failures are counted over (so quarantine survives) and its
+        newest success of each action (so cadence survives). Returns how many rows went."""
+        ranked = select(
+            maintenance_runs.c.id,
+            func.row_number()
+            .over(partition_by=maintenance_runs.c.table_key, order_by=maintenance_runs.c.id.desc())
+            .label("rank"),
+        ).subquery("ranked")
+        newest_runs = select(ranked.c.id).where(ranked.c.rank <= _FAILURE_LOOKBACK)
+        last_successes = (
+            select(func.max(action_runs.c.id))
+            .where(action_runs.c.status == "succeeded")
+            .group_by(action_runs.c.table_key, action_runs.c.action)
+        )
+        with self._engine.begin() as connection:
+            runs = connection.execute(
+                delete(maintenance_runs).where(
+                    maintenance_runs.c.finished_at < older_than,
+                    maintenance_runs.c.id.not_in(newest_runs.scalar_subquery()),
+                )
+            ).rowcount
+            actions = connection.execute(
+                delete(action_runs).where(
+                    action_runs.c.finished_at < older_than,
+                    action_runs.c.id.not_in(last_successes.scalar_subquery()),
+                )
+            ).rowcount
+        return int(runs) + int(actions)
 
     def history(self, table: str, quarantine_after_failures: int) -> TableHistory:
         with self._engine.connect() as connection:
