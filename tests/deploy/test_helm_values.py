@@ -30,7 +30,6 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from icepack_dagster.catalog_config import needs_aws_bundle
-from icepack_dagster.defs.platform_settings import load_platform_settings
 from icepack_dagster.settings import EmbeddedCatalogSettings, RestCatalogSettings, load_settings
 from tests.deploy import chart
 
@@ -145,7 +144,7 @@ def test_environment_configures_icepack(overlay: str, monkeypatch: pytest.Monkey
     for key, value in _pod_env(deployment, secret_keys).items():
         monkeypatch.setenv(key, value)
     settings = load_settings()
-    platform = load_platform_settings()
+    platform = settings.platform
     assert str(settings.home) == "/var/lib/icepack"
     assert platform.max_maintenance_in_flight >= 1
     lake = settings.catalogs["lake"]

@@ -13,13 +13,12 @@ sync on the next tick under the same run keys.
 
 import dagster as dg
 
-from icepack_dagster.defs.health_sync_schedule import health_sync_requests
-from icepack_dagster.defs.jobs import health_sync_job
+from icepack_dagster.defs.health_sync.job import health_sync_job, health_sync_requests
 from icepack_dagster.defs.partitions import ICEBERG_TABLES, PARTITIONS_NAME, table_key
-from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.sensor_cursors import DiscoveryCursor, decode_cursor
+from icepack_dagster.domain.sensor_cursors import DiscoveryCursor, decode_cursor
 from icepack_dagster.exceptions import IcepackError
+from icepack_dagster.platform_settings import PlatformSettings
 
 _SHOWN = 5
 

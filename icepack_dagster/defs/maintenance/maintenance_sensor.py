@@ -24,8 +24,14 @@ from icepack_dagster.defs.event_reads import (
     metadata_of,
     new_materializations,
 )
-from icepack_dagster.defs.jobs import maintenance_job
-from icepack_dagster.defs.maintenance_selection import (
+from icepack_dagster.defs.maintenance.job import maintenance_job
+from icepack_dagster.defs.materialization_codec import decode_health, decode_status
+from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
+from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.run_tags import TABLE_TAG, maintenance_runs, maintenance_tags
+from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.maintenance_selection import (
     Decision,
     Verdict,
     choose,
@@ -35,18 +41,12 @@ from icepack_dagster.defs.maintenance_selection import (
     order_candidates,
     sweep_page,
 )
-from icepack_dagster.defs.metadata import decode_health, decode_status
-from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
-from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
-from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.health_model import HealthState
 from icepack_dagster.domain.policy import in_window
 from icepack_dagster.domain.run_sizing import SizingPolicy, size_run, sizing_tags
+from icepack_dagster.domain.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
 from icepack_dagster.engine import Engine, utc_now
 from icepack_dagster.exceptions import ConfigurationError, InvalidPolicyError
+from icepack_dagster.platform_settings import PlatformSettings
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -73,7 +73,7 @@ class _Tick:
 
     def hours_since_last_run(self, partition: str) -> float | None:
         records = self.instance.get_run_records(
-            filters=dg.RunsFilter(tags={TABLE_TAG: partition, KIND_TAG: MAINTENANCE}), limit=1
+            filters=maintenance_runs(partition), limit=1
         )
         if not records:
             return None
@@ -200,7 +200,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         in_flight = [
             record.dagster_run
             for record in instance.get_run_records(
-                filters=dg.RunsFilter(tags={KIND_TAG: MAINTENANCE}, statuses=IN_FLIGHT)
+                filters=maintenance_runs(statuses=IN_FLIGHT)
             )
         ]
         slots = min(platform.maintenance_runs_per_tick, platform.max_maintenance_in_flight - len(in_flight))

@@ -16,8 +16,7 @@ import dagster as dg
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
-from icepack_dagster.defs.health_sync_writes import LastWrite, RewritePolicy, write_reason
-from icepack_dagster.defs.metadata import (
+from icepack_dagster.defs.materialization_codec import (
     Metadata,
     decode_health,
     decode_status,
@@ -29,6 +28,7 @@ from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.health import unknown_health
 from icepack_dagster.domain.health_model import HealthState, TableHealth
+from icepack_dagster.domain.health_sync_writes import LastWrite, RewritePolicy, write_reason
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.engine import utc_now

@@ -1,22 +1,20 @@
-"""Dagster-specific knobs: schedule cron, batch sizes, sensor intervals, maintenance caps, the fleet
-metrics file. Kept apart from `IcepackSettings` because only the platform uses them; this is the one
-other reader of the environment (prefix `ICEPACK_PLATFORM_`, documented in docs/DAGSTER.md)."""
+"""The `platform` section of the settings: Dagster-specific knobs (schedule cron, batch sizes, sensor
+intervals, maintenance caps, the fleet metrics file). Only the Dagster layer uses them. `settings.py`
+reads them with the rest: `ICEPACK_PLATFORM_<FIELD>` in the environment, `platform:` in the YAML file
+(docs/DAGSTER.md)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from icepack_dagster.exceptions import ConfigurationError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
-class PlatformSettings(BaseSettings):
+class PlatformSettings(BaseModel):
     """How often the platform looks, how much it does per run and per tick, and how much at once."""
 
-    model_config = SettingsConfigDict(env_prefix="ICEPACK_PLATFORM_", extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     health_sync_cron: str = Field(default="*/15 * * * *", description="When status and health refresh (UTC)")
     health_sync_batch_size: int = Field(default=1000, ge=1, le=5000, description="Tables per health-sync run")
@@ -94,14 +92,3 @@ class PlatformSettings(BaseSettings):
         """`RUNNING` or `STOPPED`: how sensors and the schedule start in a fresh instance."""
         return "RUNNING" if self.sensors_running_by_default else "STOPPED"
 
-
-def load_platform_settings(**overrides: object) -> PlatformSettings:
-    """Platform settings from `ICEPACK_PLATFORM_*`, with one `ConfigurationError` naming each bad field."""
-    try:
-        return PlatformSettings(**overrides)  # type: ignore[arg-type]
-    except ValidationError as error:
-        lines = []
-        for problem in error.errors(include_input=False, include_url=False):
-            field = ".".join(str(p) for p in problem["loc"])
-            lines.append(f"  ICEPACK_PLATFORM_{field.upper()}: {problem['msg']}")
-        raise ConfigurationError("invalid icepack platform settings:\n" + "\n".join(lines)) from None
