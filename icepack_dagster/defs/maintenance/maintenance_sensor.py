@@ -177,6 +177,28 @@ def _read_new_health(
     return after, pending, len(records)
 
 
+def _judge_pending(tick: _Tick, pending: dict[str, PendingTable], candidates: int) -> list[Decision]:
+    """The most urgent pending tables judged, at most `candidates` of them; quarantined tables are
+    judged without using that budget (they are dropped at once)."""
+    decisions: list[Decision] = []
+    judged = 0
+    for partition in order_candidates(pending):
+        if judged >= candidates:
+            break
+        decision = tick.judge(partition, pending[partition])
+        decisions.append(decision)
+        judged += 0 if decision.quarantined else 1
+    return decisions
+
+
+def _run_request(decision: Decision) -> dg.RunRequest:
+    return dg.RunRequest(
+        run_key=run_key(decision.partition, decision.health_storage_id),
+        partition_key=decision.partition,
+        tags={**maintenance_tags(decision.partition, decision.health_storage_id), **decision.run_tags},
+    )
+
+
 def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     default = dg.DefaultSensorStatus(platform.default_status)
     sizing = SizingPolicy(spark_image=platform.spark_image) if platform.run_sizing else None
@@ -197,12 +219,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         tables = set(ordered)
         pending = {p: v for p, v in pending.items() if p in tables}
         sweep_after, sweep_waiting = cursor.sweep_after, [p for p in cursor.sweep_waiting if p in tables]
-        in_flight = [
-            record.dagster_run
-            for record in instance.get_run_records(
-                filters=maintenance_runs(statuses=IN_FLIGHT)
-            )
-        ]
+        in_flight = [r.dagster_run for r in instance.get_run_records(maintenance_runs(statuses=IN_FLIGHT))]
         slots = min(platform.maintenance_runs_per_tick, platform.max_maintenance_in_flight - len(in_flight))
 
         def result(skip: str | None, requests: list[dg.RunRequest] | None = None) -> dg.SensorResult:
@@ -218,14 +235,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
                           f"{platform.max_maintenance_in_flight}; {len(pending)} table(s) wait")
         busy = frozenset(run.tags.get(TABLE_TAG, "") for run in in_flight)
         tick = _Tick(instance, icepack.engine, utc_now(), busy, sizing)
-        decisions: list[Decision] = []
-        judged = 0
-        for partition in order_candidates(pending):
-            if judged >= platform.maintenance_candidates_per_tick:
-                break
-            decision = tick.judge(partition, pending[partition])
-            decisions.append(decision)
-            judged += 0 if decision.quarantined else 1
+        decisions = _judge_pending(tick, pending, platform.maintenance_candidates_per_tick)
         for decision in decisions:
             if decision.verdict == "drop":
                 pending.pop(decision.partition, None)
@@ -247,16 +257,8 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
                 return result(f"no table needs maintenance ({read} new health event(s) read, {len(sweeps)} "
                               "healthy table(s) checked for a due orphan sweep)")
             return result("nothing launched: " + explain(decisions, deferred))
-        requests = [
-            dg.RunRequest(
-                run_key=run_key(d.partition, d.health_storage_id),
-                partition_key=d.partition,
-                tags={**maintenance_tags(d.partition, d.health_storage_id), **d.run_tags},
-            )
-            for d in launch
-        ]
         context.log.info("launching maintenance: " + ", ".join(f"{d.partition} (priority {d.priority:.3g})"
                                                               for d in launch))
-        return result(None, requests)
+        return result(None, [_run_request(d) for d in launch])
 
     return maintenance_sensor
