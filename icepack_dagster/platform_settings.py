@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from icepack_dagster.domain.run_sizing import SizingPolicy, SizingTier
 
 
 class PlatformSettings(BaseModel):
@@ -75,6 +77,11 @@ class PlatformSettings(BaseModel):
     spark_image: str | None = Field(
         default=None, description="Image for Spark executors of large-tier runs on k8s:// masters"
     )
+    sizing_tiers: tuple[SizingTier, ...] | None = Field(
+        default=None,
+        description="The size classes run sizing chooses from, smallest first (docs/KUBERNETES.md); "
+        "default: the built-in small, medium and large tiers",
+    )
     fleet_metrics_path: Path | None = Field(
         default=None,
         description="Prometheus textfile-collector output; default <icepack home>/metrics/icepack.prom",
@@ -86,6 +93,16 @@ class PlatformSettings(BaseModel):
         if len(value.split()) != 5:
             raise ValueError(f"{value!r} is not a 5-field cron expression (e.g. '*/15 * * * *')")
         return value
+
+    @model_validator(mode="after")
+    def _valid_sizing(self) -> PlatformSettings:
+        self.sizing_policy()  # tiers out of order or with duplicate names fail at start-up
+        return self
+
+    def sizing_policy(self) -> SizingPolicy:
+        """The tiers and executor image run sizing uses (when `run_sizing` is on)."""
+        tiers = {"tiers": self.sizing_tiers} if self.sizing_tiers is not None else {}
+        return SizingPolicy(spark_image=self.spark_image, **tiers)
 
     @property
     def default_status(self) -> str:

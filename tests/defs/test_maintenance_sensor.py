@@ -288,6 +288,24 @@ def test_run_sizing_tags_reach_the_run_and_size_its_spark(
     assert sized_settings(scoped_settings, {}, "t") is scoped_settings
 
 
+def test_configured_sizing_tiers_size_the_run(
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    """Tiers from the settings' platform section (docs/KUBERNETES.md), not the built-in ones, size a run."""
+    from icepack_dagster.domain.run_sizing import SIZE_TAG, SPARK_CONF_TAG, SizingTier
+
+    only = SizingTier(name="only", cpu="1", memory="2Gi", spark_master="local[1]", driver_memory="1g")
+    small_file_table(catalogs.get("lake"), f"{namespace}.tiered", appends=12)
+    defs = definitions_with(scoped_settings, run_sizing=True, sizing_tiers=(only,))
+    sync_all(defs, instance)
+    (request,) = [
+        r for r in evaluate_sensor(defs, SENSOR, instance).run_requests or []
+        if r.partition_key == key(namespace, "tiered")
+    ]
+    assert request.tags[SIZE_TAG] == "only"
+    assert json.loads(request.tags[SPARK_CONF_TAG])["spark.master"] == "local[1]"
+
+
 def test_orphan_sweeps_take_only_the_slots_unhealthy_tables_leave(
     scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
 ) -> None:

@@ -91,6 +91,21 @@ def test_platform_section_from_yaml_and_both_environment_spellings(
         load_settings()
 
 
+def test_sizing_tiers_come_from_the_config_file_and_bad_ones_name_the_field(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    tier = "{name: %s, below_bytes: %d, cpu: '1', memory: 2Gi, spark_master: 'local[1]', driver_memory: 1g}"
+    last = "{name: big, cpu: '2', memory: 4Gi, spark_master: 'local[2]', driver_memory: 2g}"
+    config = tmp_path / "icepack.yaml"
+    config.write_text(f"platform:\n  sizing_tiers:\n    - {tier % ('tiny', 1024)}\n    - {last}\n")
+    monkeypatch.setenv("ICEPACK_CONFIG", str(config))
+    policy = load_settings().platform.sizing_policy()
+    assert [t.name for t in policy.tiers] == ["tiny", "big"] and policy.tier_for(10).name == "tiny"
+    config.write_text(f"platform:\n  sizing_tiers:\n    - {last}\n    - {tier % ('tiny', 1024)}\n")
+    with pytest.raises(ConfigurationError, match="platform: .*below_bytes"):
+        load_settings()
+
+
 @pytest.mark.parametrize(
     ("content", "problem"),
     [(None, "cannot read the file"), ("spark: [unclosed", "not valid YAML"), ("- a\n- b\n", "a mapping")],

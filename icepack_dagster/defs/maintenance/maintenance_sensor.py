@@ -201,7 +201,7 @@ def _run_request(decision: Decision) -> dg.RunRequest:
 
 def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     default = dg.DefaultSensorStatus(platform.default_status)
-    sizing = SizingPolicy(spark_image=platform.spark_image) if platform.run_sizing else None
+    sizing = platform.sizing_policy() if platform.run_sizing else None
 
     @dg.sensor(
         name="maintenance_sensor",
