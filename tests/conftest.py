@@ -196,7 +196,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     processes.end(alive)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(
-            "processes started by the tests outlived them (now ended):\n  " + "\n  ".join(described), red=True
-        )
+        reporter.write("\n")
+        reporter.write_sep("=", "processes started by the tests outlived them (now ended)", red=True)
+        for line in described:
+            reporter.write_line(f"  {line}", red=True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -114,7 +114,8 @@ class DagsterDaemon:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=30)
         self.process = None
-        # The code server (`dagster api grpc`) runs in its own session, out of the daemon's group.
+        # A code server (`dagster api grpc`) was seen outliving the daemon's SIGTERM: end whatever still
+        # runs with this instance's DAGSTER_HOME.
         end(with_environment("DAGSTER_HOME", str(self.home)))
 
     def tail(self, chars: int = 4000) -> str:
