@@ -40,6 +40,16 @@ def _vanished_catalogs(removed: list[str], found: set[str], configured: list[str
     return vanished
 
 
+def _held_text(vanished: dict[str, int]) -> str:
+    """Why the partitions of catalogs that listed no managed table were kept."""
+    return "".join(
+        f"; catalog {name!r} lists no managed table but {count} partition(s) belong to it: treated as "
+        "unavailable, none removed (emptied on purpose? delete those partitions with "
+        "DagsterInstance.delete_dynamic_partition('iceberg_tables', key))"
+        for name, count in sorted(vanished.items())
+    )
+
+
 def _added_since(partitions: list[str], last: str | None) -> list[str]:
     """Partitions after `last` in Dagster's order; all of them when the position is unknown (no
     cursor, or its partition is gone): a sync too many is harmless, a first sync lost is not."""
@@ -80,12 +90,7 @@ def build_discovery_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         added = [t for t in tables if t not in current]
         removed = sorted(current - set(tables))
         vanished = _vanished_catalogs(removed, set(tables), icepack.engine.catalogs.names)
-        held = "".join(
-            f"; catalog {name!r} lists no managed table but {count} partition(s) belong to it: treated as "
-            "unavailable, none removed (emptied on purpose? delete those partitions with "
-            "DagsterInstance.delete_dynamic_partition('iceberg_tables', key))"
-            for name, count in sorted(vanished.items())
-        )
+        held = _held_text(vanished)
         if vanished:
             context.log.warning("discovery" + held)
             removed = [p for p in removed if table_key(p).catalog not in vanished]

@@ -102,9 +102,7 @@ def sync_tables(
         f"(new or changed metadata), {len(refresh.unchanged)} unchanged, {len(failures)} failed"
     )
     if failures:  # one line, not one per table: a catalog outage fails every table of the catalog
-        examples = "; ".join(f"{p}: {e}" for p, e in list(failures.items())[:3])
-        more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
-        context.log.warning(f"status unavailable for {len(failures)} table(s): {examples}{more}")
+        context.log.warning(_failures_line(failures))
     last_writes = _last_writes(instance, partitions) if only_changes else {}
     pairs: list[tuple[str, Metadata, TableHealth, str]] = []
     for partition in partitions:
@@ -138,6 +136,12 @@ def sync_tables(
         + (f" ({states})" if total else "")
         + ("; the others are unchanged since their last materialization" if total < len(partitions) else "")
     )
+
+
+def _failures_line(failures: dict[str, str]) -> str:
+    examples = "; ".join(f"{p}: {e}" for p, e in list(failures.items())[:3])
+    more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
+    return f"status unavailable for {len(failures)} table(s): {examples}{more}"
 
 
 def _log_pair(
