@@ -33,10 +33,10 @@ import dagster as dg  # noqa: E402
 from bench import _tables  # noqa: E402
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table, timed  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
-from icepack_dagster.defs.jobs import health_sync_run_config  # noqa: E402
+from icepack_dagster.defs.health_sync.job import health_sync_run_config  # noqa: E402
 from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
-from icepack_dagster.defs.platform_settings import PlatformSettings  # noqa: E402
 from icepack_dagster.engine import Engine  # noqa: E402
+from icepack_dagster.platform_settings import PlatformSettings  # noqa: E402
 
 SYNC_NODE = "sync_tables"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # no DEBUG line per event
@@ -106,7 +106,7 @@ def main() -> None:
     # --quick: batches of 250 so two runs still cover part of the 1,000 tables; otherwise the default.
     platform = PlatformSettings(sensors_running_by_default=False, **({"health_sync_batch_size": 250}
                                                                        if args.quick else {}))
-    defs = build_definitions(settings, platform)
+    defs = build_definitions(settings.model_copy(update={"platform": platform}))
     rows: list[list[Any]] = []
 
     engine = Engine(settings, catalogs=bench.catalogs)

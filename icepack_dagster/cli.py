@@ -28,6 +28,7 @@ from icepack_dagster.presentation import (
     format_recommendation,
     format_report,
     format_status,
+    format_unreferenced,
     report_json,
 )
 from icepack_dagster.settings import load_settings
@@ -116,6 +117,16 @@ def recommend(ctx: _Context, table: str, as_json: bool) -> None:
     """Which maintenance TABLE needs now, in order, and why; and why not the rest."""
     key = ctx.engine.resolve(table)
     _emit_table_result(ctx.engine, key, ctx.engine.recommend(key), as_json, format_recommendation)
+
+
+@cli.command()
+@click.argument("table")
+@json_option
+@pass_ctx
+def unreferenced(ctx: _Context, table: str, as_json: bool) -> None:
+    """Files under TABLE's location that no metadata references, split by its orphan age (no Spark)."""
+    key = ctx.engine.resolve(table)
+    _emit_table_result(ctx.engine, key, ctx.engine.unreferenced_files(key), as_json, format_unreferenced)
 
 
 @cli.command()

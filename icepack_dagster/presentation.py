@@ -8,6 +8,7 @@ from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.policy import EffectivePolicy, explain_policy
 from icepack_dagster.domain.recommendation_model import Recommendation
+from icepack_dagster.domain.safety import UnreferencedFiles
 from icepack_dagster.domain.status import TableStatus
 
 
@@ -73,6 +74,16 @@ def format_recommendation(name: str, r: Recommendation) -> str:
         options = ", ".join(f"{k}={v}" for k, v in a.options.items())
         lines.append(f"  + {a.action.value}: {a.reason}" + (f"  ({options})" if options else ""))
     lines += [f"  - {s.action.value}: {s.reason}" for s in r.skipped]
+    return "\n".join(lines)
+
+
+def format_unreferenced(name: str, u: UnreferencedFiles, shown: int = 20) -> str:
+    """The summary line, then the files, old enough for orphan removal first."""
+    lines = [u.summary().replace(f"table {u.table}", name, 1)]
+    for kind, files in (("removable", u.removable), ("young", u.young)):
+        lines += [f"  {kind:9}  {human_bytes(f.size_bytes):>10}  {f.location}" for f in files[:shown]]
+        if len(files) > shown:
+            lines.append(f"  ... and {len(files) - shown} more {kind} file(s)")
     return "\n".join(lines)
 
 

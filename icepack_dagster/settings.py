@@ -1,7 +1,8 @@
 """Settings: the only module that reads the environment.
 
 Sources, strongest first: `ICEPACK_*` environment variables (nested with `__`, e.g.
-`ICEPACK_SPARK__MASTER`), then the YAML file named by `ICEPACK_CONFIG`, then the defaults below.
+`ICEPACK_SPARK__MASTER`; the platform section also as `ICEPACK_PLATFORM_<FIELD>`), then the YAML file
+named by `ICEPACK_CONFIG` (pydantic-settings' YAML source), then the defaults below.
 With no configuration at all you get one embedded catalog, `lake`: a SQLite catalog file and a local
 warehouse under `ICEPACK_HOME` (default `~/.icepack`). A half-configured catalog fails at start-up
 naming the field. Secrets are `SecretStr`: they print as `**********` and are revealed only where a
@@ -25,11 +26,19 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.exceptions import ConfigurationError
+from icepack_dagster.platform_settings import PlatformSettings
 
+PLATFORM_ENV_PREFIX = "ICEPACK_PLATFORM_"
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -210,6 +219,9 @@ class IcepackSettings(BaseSettings):
         description="Keep manifest summaries in the state database, so a new process (a health-sync run) "
         "decodes only manifests no earlier process read",
     )
+    platform: PlatformSettings = Field(
+        default_factory=PlatformSettings, description="Dagster schedule, sensors and caps (docs/DAGSTER.md)"
+    )
 
     @field_validator("home")
     @classmethod
@@ -264,30 +276,44 @@ class IcepackSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _YamlFileSource(settings_cls))
+        sources = [init_settings, env_settings, _PlatformEnvSource()]
+        config = os.environ.get("ICEPACK_CONFIG")
+        return (*sources, _yaml_source(settings_cls, config)) if config else tuple(sources)
 
 
-class _YamlFileSource(PydanticBaseSettingsSource):
-    """Reads the YAML file named by ICEPACK_CONFIG, if any."""
+class _PlatformEnvSource(EnvSettingsSource):
+    """The platform section under its own prefix, `ICEPACK_PLATFORM_<FIELD>` (the names docs/DAGSTER.md
+    and the Helm values use), besides the nested `ICEPACK_PLATFORM__<FIELD>`."""
 
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
+    def __init__(self) -> None:
+        super().__init__(PlatformSettings, env_prefix=PLATFORM_ENV_PREFIX)  # type: ignore[arg-type]
 
     def __call__(self) -> dict[str, Any]:
-        path = os.environ.get("ICEPACK_CONFIG")
-        if not path:
-            return {}
-        try:
-            data = yaml.safe_load(Path(path).read_text())
-        except OSError as error:
-            raise ConfigurationError(f"ICEPACK_CONFIG={path}: cannot read the file ({error})") from error
-        except yaml.YAMLError as error:
-            raise ConfigurationError(f"ICEPACK_CONFIG={path}: not valid YAML ({error})") from error
-        if data is None:
-            return {}
-        if not isinstance(data, dict):
-            raise ConfigurationError(f"ICEPACK_CONFIG={path}: the top level must be a mapping")
-        return data
+        values = super().__call__()
+        return {"platform": values} if values else {}
+
+
+def _yaml_source(settings_cls: type[BaseSettings], path: str) -> YamlConfigSettingsSource:
+    """The YAML file named by ICEPACK_CONFIG; a missing, unparsable or non-mapping file is an error that
+    names the file, never silently no settings."""
+    if not Path(path).is_file():
+        raise ConfigurationError(f"ICEPACK_CONFIG={path}: cannot read the file (no such file)")
+    try:
+        return YamlConfigSettingsSource(settings_cls, yaml_file=path)
+    except OSError as error:
+        raise ConfigurationError(f"ICEPACK_CONFIG={path}: cannot read the file ({error})") from error
+    except yaml.YAMLError as error:
+        raise ConfigurationError(f"ICEPACK_CONFIG={path}: not valid YAML ({error})") from error
+    except (TypeError, ValueError) as error:
+        raise ConfigurationError(f"ICEPACK_CONFIG={path}: the top level must be a mapping") from error
+
+
+def _field_name(location: tuple[int | str, ...]) -> str:
+    """A bad field as the YAML path, and for the platform section also its environment variable."""
+    field = ".".join(str(part) for part in location)
+    if len(location) == 2 and location[0] == "platform":
+        return f"{field} ({PLATFORM_ENV_PREFIX}{str(location[1]).upper()})"
+    return field
 
 
 def load_settings(**overrides: Any) -> IcepackSettings:
@@ -298,6 +324,5 @@ def load_settings(**overrides: Any) -> IcepackSettings:
     except ValidationError as error:
         lines = []
         for problem in error.errors(include_input=False, include_url=False):
-            field = ".".join(str(p) for p in problem["loc"])
-            lines.append(f"  {field}: {problem['msg']}")
+            lines.append(f"  {_field_name(problem['loc'])}: {problem['msg']}")
         raise ConfigurationError("invalid icepack settings:\n" + "\n".join(lines)) from None

@@ -2,7 +2,9 @@
 PostgreSQL-backed catalog, both under a temporary home.
 
 Required components are checked once, up front: a missing Java, jar or PostgreSQL fails the whole run
-with what to install. Nothing is skipped because a part is missing.
+with what to install. Nothing is skipped because a part is missing. Every test that uses Spark carries
+the `spark` marker (collection fails otherwise), and the run fails when a process a test started
+outlives the tests (`tests/processes.py`).
 """
 
 from __future__ import annotations
@@ -11,17 +13,21 @@ import contextlib
 import hashlib
 import os
 import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg2
 import pytest
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
 
 from icepack_dagster.exceptions import MissingComponentError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings, load_settings
 from icepack_dagster.spark.session import build_spark_session, require_java, resolve_jars
+from tests import processes
 
 PG_HOST = os.environ.get("ICEPACK_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("ICEPACK_TEST_PG_PORT", "5432"))
@@ -73,11 +79,17 @@ def icepack_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def settings(icepack_home: Path, postgres_database: str) -> IcepackSettings:
-    """Two real catalogs: `lake` (embedded SQLite) and `pg` (PostgreSQL-backed SQL catalog)."""
+def settings(icepack_home: Path, postgres_database: str) -> Iterator[IcepackSettings]:
+    """Two real catalogs: `lake` (embedded SQLite) and `pg` (PostgreSQL-backed SQL catalog). The run's
+    own ICEPACK_* variables are unset for the session (and restored after it)."""
     jar_cache = os.environ.get("ICEPACK_SPARK__JAR_CACHE")  # where scripts/setup put the jars
-    for key in [k for k in os.environ if k.startswith("ICEPACK_")]:
-        os.environ.pop(key)
+    with pytest.MonkeyPatch.context() as environment:
+        for key in [k for k in os.environ if k.startswith("ICEPACK_")]:
+            environment.delenv(key)
+        yield _test_settings(icepack_home, postgres_database, jar_cache)
+
+
+def _test_settings(icepack_home: Path, postgres_database: str, jar_cache: str | None) -> IcepackSettings:
     return load_settings(
         home=icepack_home,
         catalogs={
@@ -91,7 +103,9 @@ def settings(icepack_home: Path, postgres_database: str) -> IcepackSettings:
                 "warehouse": str(icepack_home / "pg_warehouse"),
             },
         },
-        spark={"master": "local[2]", "driver_memory": "1g", **({"jar_cache": jar_cache} if jar_cache else {})},
+        spark={
+            "master": "local[2]", "driver_memory": "1g", **({"jar_cache": jar_cache} if jar_cache else {})
+        },
     )
 
 
@@ -113,7 +127,27 @@ def spark(settings: IcepackSettings, catalogs: CatalogSet):  # type: ignore[no-u
         pytest.exit(f"required component missing: {error}", returncode=3)
     session = build_spark_session(settings)
     yield session
+    _stop_with_its_jvm(session)
+
+
+def _stop_with_its_jvm(session: SparkSession) -> None:
+    """Stop the session and end its JVM, which pyspark otherwise leaves running until this process
+    exits: the gateway JVM exits when its stdin closes (pyspark's own contract, `java_gateway.py`)."""
+    context = session.sparkContext
+    gateway = context._gateway
     session.stop()
+    if gateway is None:
+        return
+    gateway.shutdown()
+    jvm = gateway.proc
+    jvm.stdin.close()
+    try:
+        jvm.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        jvm.kill()
+        jvm.wait(timeout=60)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
 
 
 @pytest.fixture
@@ -125,7 +159,8 @@ def namespace(request: pytest.FixtureRequest, catalogs: CatalogSet) -> str:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Fail fast, naming the missing part, before any test runs."""
+    """Fail fast, naming the missing part, before any test runs; mark the processes the run starts."""
+    _RUN_ENVIRONMENT.setenv(processes.RUN_MARKER, _RUN_ID)
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.exit("Java 17 is required (Spark): apt-get install openjdk-17-jre-headless", returncode=3)
     for jar, package in [
@@ -134,3 +169,35 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     ]:
         if not Path(jar).is_file():
             pytest.exit(f"{jar} is required (Spark's JDBC catalog): apt-get install {package}", returncode=3)
+
+
+_RUN_ID = uuid.uuid4().hex
+_RUN_ENVIRONMENT = pytest.MonkeyPatch()
+_SURVIVOR_GRACE_SECONDS = 15.0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that uses the Spark session carries the `spark` marker, so `-m` selects honestly."""
+    unmarked = sorted(
+        {item.nodeid.split("::")[0] for item in items
+         if "spark" in getattr(item, "fixturenames", ()) and item.get_closest_marker("spark") is None}
+    )
+    if unmarked:
+        raise pytest.UsageError(f"these modules use the spark fixture without the spark marker: {unmarked}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a process a test started is still alive (and end it, so nothing is left)."""
+    _RUN_ENVIRONMENT.undo()
+    alive = processes.survivors(_RUN_ID, _SURVIVOR_GRACE_SECONDS)
+    if not alive:
+        return
+    described = [processes.describe(process) for process in alive]
+    processes.end(alive)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write("\n")
+        reporter.write_sep("=", "processes started by the tests outlived them (now ended)", red=True)
+        for line in described:
+            reporter.write_line(f"  {line}", red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

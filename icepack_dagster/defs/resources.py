@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.domain.run_sizing import read_spark_conf_tag, spark_settings_update
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import MissingComponentError
@@ -88,11 +87,9 @@ class IcepackResource(dg.ConfigurableResource):
         return self.settings.home / "metrics" / "icepack.prom"
 
 
-def build_resources(
-    settings: IcepackSettings, platform: PlatformSettings | None = None
-) -> dict[str, dg.ConfigurableResource]:
-    """The `icepack` and `spark` resources from one settings object and the platform's knobs."""
-    platform = platform or PlatformSettings()
+def build_resources(settings: IcepackSettings) -> dict[str, dg.ConfigurableResource]:
+    """The `icepack` and `spark` resources from one settings object (its `platform` section sizes runs)."""
+    platform = settings.platform
     spark = SparkResource(settings=settings)
     icepack = IcepackResource(
         settings=settings,

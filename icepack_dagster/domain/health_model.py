@@ -18,6 +18,17 @@ class HealthState(StrEnum):
     UNKNOWN = "unknown"
 
 
+_STATE_RANK = {
+    HealthState.UNKNOWN: -1, HealthState.HEALTHY: 0, HealthState.WARNING: 1, HealthState.CRITICAL: 2
+}
+
+
+def state_rank(state: HealthState) -> int:
+    """The state as a number to plot and compare: -1 unknown, 0 healthy, 1 warning, 2 critical (the
+    `state_rank` metadata and the `icepack_table_health` metric)."""
+    return _STATE_RANK[state]
+
+
 class Severity(StrEnum):
     WARNING = "warning"
     CRITICAL = "critical"

@@ -1,16 +1,39 @@
 """The state database (SQLite under the icepack home by default, `ICEPACK_STATE_URL` for PostgreSQL):
-opened the same way for every store that keeps icepack's own state in it."""
+opened the same way for every store that keeps icepack's own state in it.
+
+One SQLAlchemy engine per database URL and process, shared by every store (maintenance history,
+manifest summaries), disposed when the process exits; a forked child (a run worker) opens its own
+rather than reusing its parent's pooled connections. The database records its schema version in
+`icepack_schema_version`: a database written by a newer icepack is refused instead of misread, and
+migrations between versions belong here, keyed by the version they start from.
+"""
 
 from __future__ import annotations
 
+import atexit
+import os
 import re
+import threading
 from pathlib import Path
 
-from sqlalchemy import MetaData, create_engine, event
+from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, event, insert, select
 from sqlalchemy.engine import Engine as SqlEngine
 from sqlalchemy.exc import SQLAlchemyError
 
 from icepack_dagster.exceptions import ConfigurationError
+
+SCHEMA_VERSION = 1
+_schema = MetaData()
+schema_version = Table(
+    "icepack_schema_version",
+    _schema,
+    Column("component", String(64), primary_key=True),
+    Column("version", Integer, nullable=False),
+)
+_COMPONENT = "icepack"
+_engines: dict[str, SqlEngine] = {}
+_lock = threading.Lock()
+_hooks_registered = False
 
 
 def redacted_url(url: str) -> str:
@@ -23,21 +46,79 @@ def redacted_url(url: str) -> str:
 
 
 def open_state_database(url: str, metadata: MetaData) -> SqlEngine:
-    """An engine on the state database with `metadata`'s tables created. SQLite runs in WAL mode with a
-    busy timeout, because health-sync and maintenance runs write to it from several processes."""
-    try:
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, pool_pre_ping=True)
-        if url.startswith("sqlite"):
-            event.listen(engine, "connect", _sqlite_wal)
-        metadata.create_all(engine)
-    except (SQLAlchemyError, OSError) as error:
-        raise ConfigurationError(
-            f"icepack state database ({redacted_url(url)}) is not usable: {type(error).__name__}. "
-            "Check ICEPACK_STATE_URL."
-        ) from None
+    """The process's engine on the state database, with `metadata`'s tables created. SQLite runs in WAL
+    mode with a busy timeout, because health-sync and maintenance runs write to it from several
+    processes."""
+    with _lock:
+        try:
+            engine = _engines.get(url)
+            if engine is None:
+                engine = _new_engine(url)
+                _engines[url] = engine
+                _register_process_hooks()
+            metadata.create_all(engine)
+        except (SQLAlchemyError, OSError) as error:
+            raise ConfigurationError(
+                f"icepack state database ({redacted_url(url)}) is not usable: {type(error).__name__}. "
+                "Check ICEPACK_STATE_URL."
+            ) from None
     return engine
+
+
+def _new_engine(url: str) -> SqlEngine:
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, pool_pre_ping=True)
+    if url.startswith("sqlite"):
+        event.listen(engine, "connect", _sqlite_wal)
+    try:
+        _check_schema_version(engine, url)
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine
+
+
+def _check_schema_version(engine: SqlEngine, url: str) -> None:
+    """Record the schema version in a new database; refuse one a newer icepack wrote."""
+    _schema.create_all(engine)
+    with engine.begin() as connection:
+        found = connection.execute(
+            select(schema_version.c.version).where(schema_version.c.component == _COMPONENT)
+        ).scalar_one_or_none()
+        if found is None:
+            connection.execute(insert(schema_version).values(component=_COMPONENT, version=SCHEMA_VERSION))
+        elif found > SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"icepack state database ({redacted_url(url)}) has schema version {found}, newer than "
+                f"this icepack's {SCHEMA_VERSION}: upgrade icepack, or point ICEPACK_STATE_URL elsewhere"
+            )
+
+
+def dispose_engines() -> None:
+    """Close every pooled connection of this process's state databases."""
+    with _lock:
+        engines = list(_engines.values())
+        _engines.clear()
+    for engine in engines:
+        engine.dispose()
+
+
+def _forget_parents_engines() -> None:
+    """In a forked child: drop the parent's engines without closing connections the parent still uses."""
+    for engine in list(_engines.values()):
+        engine.dispose(close=False)
+    _engines.clear()
+
+
+def _register_process_hooks() -> None:
+    """Once, with the first engine (importing this module registers nothing): dispose at exit, and
+    forget the parent's engines in a forked child."""
+    global _hooks_registered
+    if not _hooks_registered:
+        atexit.register(dispose_engines)
+        os.register_at_fork(after_in_child=_forget_parents_engines)
+        _hooks_registered = True
 
 
 def _sqlite_wal(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -45,3 +126,4 @@ def _sqlite_wal(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-d
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+

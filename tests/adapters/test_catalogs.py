@@ -8,6 +8,8 @@ import pytest
 
 from icepack_dagster.iceberg.catalogs import CatalogSet
 
+pytestmark = pytest.mark.spark
+
 
 @pytest.mark.parametrize("catalog_name", ["lake", "pg"])
 def test_spark_and_pyiceberg_see_the_same_tables(spark, catalogs: CatalogSet, catalog_name: str) -> None:

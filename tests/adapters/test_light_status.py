@@ -30,6 +30,8 @@ from icepack_dagster.iceberg.status_reader import read_status
 from tests.adapters.test_manifest_cache import _counted
 from tests.adapters.test_status_reader import _table
 
+pytestmark = pytest.mark.spark
+
 THRESHOLDS = HealthThresholds()
 NEVER_LIGHT = {"small_file_count", "small_file_bytes", "file_size_histogram", "partition_count"}
 SPLIT = {"live_position_delete_files", "live_equality_delete_files"}

@@ -41,6 +41,8 @@ from icepack_dagster.iceberg.manifest_reader import (
 from icepack_dagster.iceberg.status_reader import read_status
 from tests.adapters.test_status_reader import _table, assert_matches_spark
 
+pytestmark = pytest.mark.spark
+
 THRESHOLDS = HealthThresholds()
 SMALL = 1200
 

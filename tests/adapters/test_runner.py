@@ -28,6 +28,7 @@ from icepack_dagster.exceptions import TableNotFoundError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.spark.runner import MaintenanceRunner
+from tests.factories import make_action
 from tests.tables_testkit import table_fingerprint
 
 pytestmark = pytest.mark.spark
@@ -40,9 +41,6 @@ MOR = (
 FIVE_DAYS_AGO = time.time() - 5 * 24 * 3600
 YESTERDAY_BUT_ONE_HOUR = (datetime.now(UTC) - timedelta(hours=23)).isoformat()
 
-
-def action(kind: MaintenanceAction, **options: str) -> RecommendedAction:
-    return RecommendedAction(action=kind, reason="test", priority=1.0, options=options)
 
 
 def make_table(
@@ -84,7 +82,7 @@ def test_rewrite_data_files_compacts_in_a_session_of_its_own(spark, catalogs: Ca
 
     [result] = MaintenanceRunner(spark, "lake").run(
         key,
-        [action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})],
+        [make_action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})],
         {"icepack.spark.sql.shuffle.partitions": "3"},
         status_before=status_reader(catalogs, key),
     )
@@ -108,7 +106,7 @@ def test_rewrite_position_delete_files_merges_delete_files(spark, catalogs: Cata
     before = table_fingerprint(spark, qualified)
 
     [result] = MaintenanceRunner(spark, "lake").run(
-        key, [action(A.REWRITE_POSITION_DELETE_FILES, **{"rewrite-all": "true"})], {},
+        key, [make_action(A.REWRITE_POSITION_DELETE_FILES, **{"rewrite-all": "true"})], {},
         status_before=status_reader(catalogs, key),
     )
 
@@ -124,7 +122,7 @@ def test_rewrite_manifests_merges_manifests(spark, catalogs: CatalogSet, namespa
     before = table_fingerprint(spark, qualified)
 
     [result] = MaintenanceRunner(spark, "lake").run(
-        key, [action(A.REWRITE_MANIFESTS)], {}, status_before=status_reader(catalogs, key)
+        key, [make_action(A.REWRITE_MANIFESTS)], {}, status_before=status_reader(catalogs, key)
     )
 
     assert result.status == "succeeded", result.error
@@ -145,7 +143,7 @@ def test_expire_snapshots_keeps_retain_last_and_every_ref_head(spark, namespace:
     future = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
 
     [result] = MaintenanceRunner(spark, "lake").run(
-        key, [action(A.EXPIRE_SNAPSHOTS, older_than=future, retain_last="2")], {}
+        key, [make_action(A.EXPIRE_SNAPSHOTS, older_than=future, retain_last="2")], {}
     )
 
     assert result.status == "succeeded", result.error
@@ -172,12 +170,12 @@ def test_remove_orphan_files_removes_only_old_unreferenced_files(spark, namespac
     older_than = (datetime.now(UTC) - timedelta(days=3)).isoformat()
     runner = MaintenanceRunner(spark, "lake")
 
-    [dry] = runner.run(key, [action(A.REMOVE_ORPHAN_FILES, older_than=older_than, dry_run="true")], {})
+    [dry] = runner.run(key, [make_action(A.REMOVE_ORPHAN_FILES, older_than=older_than, dry_run="true")], {})
     assert dry.status == "succeeded", dry.error
     assert (dry.impact.procedure_output["orphan_file_count"], dry.impact.orphan_files_removed) == (1, 0)
     assert {p for p in table_dir.rglob("*") if p.is_file()} == every_file_before
 
-    [result] = runner.run(key, [action(A.REMOVE_ORPHAN_FILES, older_than=older_than)], {})
+    [result] = runner.run(key, [make_action(A.REMOVE_ORPHAN_FILES, older_than=older_than)], {})
     assert result.status == "succeeded", result.error
     assert result.impact.orphan_files_removed == 1
     assert {p for p in table_dir.rglob("*") if p.is_file()} == every_file_before - {old_orphan}
@@ -188,10 +186,10 @@ def test_remove_orphan_files_removes_only_old_unreferenced_files(spark, namespac
 @pytest.mark.parametrize(
     ("properties", "first", "expected"),
     [
-        ({"gc.enabled": "false"}, action(A.EXPIRE_SNAPSHOTS, retain_last="1"), "gc.enabled"),
-        ({}, action(A.REMOVE_ORPHAN_FILES, older_than=YESTERDAY_BUT_ONE_HOUR), "24 hours"),
-        ({"icepack.spark.sql.shuffle.partitions": "4; DROP x"}, action(A.REWRITE_DATA_FILES), "shuffle"),
-        ({"icepack.spark.sql.warehouse.dir": "/tmp"}, action(A.REWRITE_DATA_FILES), "allowlisted"),
+        ({"gc.enabled": "false"}, make_action(A.EXPIRE_SNAPSHOTS, retain_last="1"), "gc.enabled"),
+        ({}, make_action(A.REMOVE_ORPHAN_FILES, older_than=YESTERDAY_BUT_ONE_HOUR), "24 hours"),
+        ({"icepack.spark.sql.shuffle.partitions": "4; DROP x"}, make_action(A.REWRITE_DATA_FILES), "shuffle"),
+        ({"icepack.spark.sql.warehouse.dir": "/tmp"}, make_action(A.REWRITE_DATA_FILES), "allowlisted"),
     ],
     ids=["gc-disabled", "orphans-under-24h", "override-injection", "override-not-allowlisted"],
 )
@@ -208,7 +206,7 @@ def test_refusals_touch_nothing_and_skip_the_rest(
     before = table_fingerprint(spark, qualified)
 
     first_result, second = MaintenanceRunner(spark, "lake").run(
-        key, [first, action(A.REWRITE_MANIFESTS)], properties
+        key, [first, make_action(A.REWRITE_MANIFESTS)], properties
     )
 
     assert first_result.status == "failed" and first_result.statements == ()
@@ -224,7 +222,7 @@ def test_a_failing_action_is_reported_and_later_actions_are_skipped(spark, names
     snapshots, before = snapshot_ids(spark, key), table_fingerprint(spark, qualified)
 
     failed, skipped = MaintenanceRunner(spark, "lake").run(
-        key, [action(A.REWRITE_DATA_FILES, strategy="sort"), action(A.REWRITE_MANIFESTS)], {}
+        key, [make_action(A.REWRITE_DATA_FILES, strategy="sort"), make_action(A.REWRITE_MANIFESTS)], {}
     )
 
     assert failed.status == "failed"
@@ -239,7 +237,8 @@ def test_dry_run_renders_without_touching_the_table(spark, namespace: str) -> No
     key = make_table(spark, namespace, "dry", commits=3)
     qualified = qualified_table("lake", key)
     snapshots, before = snapshot_ids(spark, key), table_fingerprint(spark, qualified)
-    actions = [action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"}), action(A.REWRITE_MANIFESTS)]
+    compaction = make_action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})
+    actions = [compaction, make_action(A.REWRITE_MANIFESTS)]
 
     results = MaintenanceRunner(spark, "lake").run(key, actions, {}, dry_run=True)
     without_spark = MaintenanceRunner(None, "lake").run(key, actions, {}, dry_run=True)
@@ -271,7 +270,7 @@ def test_hostile_names_are_addressed_exactly(spark, catalogs: CatalogSet) -> Non
     assert before[hostile] != before[decoy]
 
     [result] = MaintenanceRunner(spark, "lake").run(
-        keys[hostile], [action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})], {}
+        keys[hostile], [make_action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})], {}
     )
 
     assert result.status == "succeeded", result.error
@@ -286,7 +285,7 @@ def test_a_missing_table_is_a_clean_error(spark, namespace: str) -> None:
         TableKey(catalog="lake", namespace=("no_such_namespace",), name="t"),
     ):
         with pytest.raises(TableNotFoundError, match=key.text.replace(".", r"\.")):
-            MaintenanceRunner(spark, "lake").run(key, [action(A.REWRITE_MANIFESTS)], {})
+            MaintenanceRunner(spark, "lake").run(key, [make_action(A.REWRITE_MANIFESTS)], {})
 
 
 SAMPLE_OPTIONS = {
@@ -309,7 +308,7 @@ def test_every_allowlisted_option_is_accepted_by_the_bundled_iceberg(spark, name
     for kind in MaintenanceAction:
         allowed = {*MAP_OPTIONS.get(kind, {}), *ARGUMENT_OPTIONS[kind]}
         assert allowed <= SAMPLE_OPTIONS.keys(), f"add a sample value for {allowed - SAMPLE_OPTIONS.keys()}"
-        actions.append(action(kind, **{name: SAMPLE_OPTIONS[name] for name in allowed}))
+        actions.append(make_action(kind, **{name: SAMPLE_OPTIONS[name] for name in allowed}))
 
     results = MaintenanceRunner(spark, "lake").run(key, actions, {})
 

@@ -25,6 +25,8 @@ from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.manifest_reader import SIZE_BUCKET_BOUNDS
 from icepack_dagster.iceberg.status_reader import collect_status
 
+pytestmark = pytest.mark.spark
+
 THRESHOLDS = HealthThresholds()
 SMALL = 1200  # icepack.small-file-threshold-bytes for tables whose small-file split matters
 

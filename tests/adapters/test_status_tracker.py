@@ -27,6 +27,8 @@ from icepack_dagster.iceberg.status_reader import read_status
 from icepack_dagster.iceberg.status_tracker import StatusTracker, metadata_locations
 from tests.adapters.test_status_reader import _table
 
+pytestmark = pytest.mark.spark
+
 THRESHOLDS = HealthThresholds()
 CATALOGS = pytest.mark.parametrize("catalog", ["lake", "pg"])
 

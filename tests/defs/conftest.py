@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
+from tests.factories import settings_with_platform
 
 REPO = Path(__file__).resolve().parents[2]
 PROD_YAML = REPO / "deploy" / "dagster" / "dagster.prod.yaml"
@@ -41,7 +42,7 @@ def scoped_settings(settings: IcepackSettings, namespace: str) -> IcepackSetting
 
 @pytest.fixture
 def defs(scoped_settings: IcepackSettings, platform: PlatformSettings) -> dg.Definitions:
-    return build_definitions(scoped_settings, platform)
+    return build_definitions(settings_with_platform(scoped_settings, platform))
 
 
 @pytest.fixture

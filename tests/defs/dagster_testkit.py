@@ -13,9 +13,9 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH
-from icepack_dagster.defs.jobs import health_sync_run_config
-from icepack_dagster.defs.metadata import decode_health
-from icepack_dagster.defs.tags import batch_tags
+from icepack_dagster.defs.health_sync.job import health_sync_run_config
+from icepack_dagster.defs.materialization_codec import decode_health
+from icepack_dagster.defs.run_tags import batch_tags
 from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
 from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.maintenance_report import MaintenanceReport

@@ -15,16 +15,17 @@ import pytest
 
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
-from icepack_dagster.defs.platform_settings import PlatformSettings, load_platform_settings
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.settings import IcepackSettings
+from icepack_dagster.platform_settings import PlatformSettings
+from icepack_dagster.settings import IcepackSettings, load_settings
+from tests.factories import settings_with_platform
 
 REPO = Path(__file__).resolve().parents[2]
 LINEAGE = ["table_status", "table_health", "maintenance_recommendation", "maintained_table"]
 
 
 def test_definitions_load_and_validate(settings: IcepackSettings, platform: PlatformSettings) -> None:
-    defs = build_definitions(settings, platform)
+    defs = build_definitions(settings_with_platform(settings, platform))
     dg.Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     for upstream, downstream in zip(LINEAGE, LINEAGE[1:], strict=False):
@@ -50,7 +51,7 @@ def test_platform_knobs_reach_definitions(settings: IcepackSettings) -> None:
     platform = PlatformSettings(
         health_sync_cron="0 * * * *", sensors_running_by_default=False, maintenance_interval_seconds=17
     )
-    defs = build_definitions(settings, platform)
+    defs = build_definitions(settings_with_platform(settings, platform))
     assert defs.resolve_schedule_def("health_sync_schedule").cron_schedule == "0 * * * *"
     sensor = defs.resolve_sensor_def("maintenance_sensor")
     assert sensor.minimum_interval_seconds == 17
@@ -59,14 +60,14 @@ def test_platform_knobs_reach_definitions(settings: IcepackSettings) -> None:
 
 def test_platform_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ICEPACK_PLATFORM_HEALTH_SYNC_BATCH_SIZE", "50")
-    assert load_platform_settings().health_sync_batch_size == 50
+    assert load_settings().platform.health_sync_batch_size == 50
     monkeypatch.setenv("ICEPACK_PLATFORM_HEALTH_SYNC_BATCH_SIZE", "zero")
     with pytest.raises(ConfigurationError, match="ICEPACK_PLATFORM_HEALTH_SYNC_BATCH_SIZE"):
-        load_platform_settings()
+        load_settings()
     monkeypatch.delenv("ICEPACK_PLATFORM_HEALTH_SYNC_BATCH_SIZE")
     monkeypatch.setenv("ICEPACK_PLATFORM_HEALTH_SYNC_CRON", "every minute")
     with pytest.raises(ConfigurationError, match="ICEPACK_PLATFORM_HEALTH_SYNC_CRON"):
-        load_platform_settings()
+        load_settings()
 
 
 def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

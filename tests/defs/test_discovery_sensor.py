@@ -9,8 +9,8 @@ import dagster as dg
 
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
-from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings, PostgresCatalogSettings
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
@@ -18,6 +18,7 @@ from tests.defs.dagster_testkit import (
     small_file_table,
     sync_request,
 )
+from tests.factories import settings_with_platform
 
 SENSOR = "iceberg_table_discovery"
 
@@ -65,7 +66,8 @@ def test_new_tables_are_synced_in_batches(
 ) -> None:
     for i in range(5):
         small_file_table(catalogs.get("lake"), f"{namespace}.t{i}", appends=1)
-    defs = build_definitions(scoped_settings, PlatformSettings(health_sync_batch_size=2))
+    platform = PlatformSettings(health_sync_batch_size=2)
+    defs = build_definitions(settings_with_platform(scoped_settings, platform))
     result = evaluate_sensor(defs, SENSOR, instance)
     apply_partition_requests(instance, result)
     keys = partitions(instance)
@@ -79,7 +81,8 @@ def test_a_mass_drop_is_removed_over_several_ticks(
     lake = catalogs.get("lake")
     for i in range(5):
         small_file_table(lake, f"{namespace}.t{i}", appends=1)
-    defs = build_definitions(scoped_settings, PlatformSettings(partition_removals_per_tick=2))
+    platform = PlatformSettings(partition_removals_per_tick=2)
+    defs = build_definitions(settings_with_platform(scoped_settings, platform))
     first = evaluate_sensor(defs, SENSOR, instance)
     apply_partition_requests(instance, first)
     for i in range(4):
@@ -118,7 +121,8 @@ def test_a_failing_catalog_changes_nothing(
         }
     )
     catalogs.get("lake").drop_table(f"{namespace}.kept")
-    result = evaluate_sensor(build_definitions(broken, PlatformSettings()), SENSOR, instance)
+    defs = build_definitions(settings_with_platform(broken, PlatformSettings()))
+    result = evaluate_sensor(defs, SENSOR, instance)
     assert isinstance(result, dg.SkipReason)
     assert "incomplete" in result.skip_message and "down" in result.skip_message
     assert "left unchanged" in result.skip_message

@@ -5,8 +5,9 @@ failure (so it never counts towards quarantine); the other tables are untouched.
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
-from icepack_dagster.defs.tags import maintenance_tags
+from icepack_dagster.defs.run_tags import maintenance_tags
 from icepack_dagster.engine import TABLE_GONE, Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
@@ -17,6 +18,8 @@ from tests.defs.dagster_testkit import (
     small_file_table,
 )
 from tests.tables_testkit import table_fingerprint
+
+pytestmark = pytest.mark.spark
 
 
 def test_dropped_table_ends_the_maintenance_run_cleanly(

@@ -7,9 +7,6 @@ them; the global maintenance limit holds too."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +14,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
+
+from tests.processes import DagsterDaemon
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE_SECONDS = 240
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from icepack_dagster.defs.tags import maintenance_tags, observation_tags
+from icepack_dagster.defs.run_tags import maintenance_tags, observation_tags
 
 RELEASE = Path({release!r})
 
@@ -89,26 +88,12 @@ def daemon_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tup
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     # Create the storage here, before the daemon starts, so two processes never migrate it at once.
     instance = dg.DagsterInstance.get()
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
-    log = (tmp_path / "daemon.log").open("w")
-    daemon = subprocess.Popen(
-        [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
-        cwd=tmp_path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    daemon = DagsterDaemon(home, workspace, {}, tmp_path / "daemon.log")
+    daemon.start()
     try:
         yield instance, release
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait(timeout=30)
-        log.close()
+        daemon.stop()
 
 
 def _runs(instance: dg.DagsterInstance) -> dict[str, dg.RunRecord]:

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from icepack_dagster.defs.fleet import FleetSummary, prometheus_text, write_prometheus_file
-from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.defs.fleet.fleet_summary import write_prometheus_file
+from icepack_dagster.domain.fleet import FleetSummary, prometheus_text
 from icepack_dagster.domain.health_model import HealthState
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     apply_partition_requests,

@@ -17,13 +17,13 @@ import pyarrow as pa
 
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
-from icepack_dagster.defs.assets.table_status_and_health import table_status_and_health
-from icepack_dagster.defs.jobs import health_sync_run_config
-from icepack_dagster.defs.metadata import STATE, STATUS_ERROR, decode_status
-from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.table_sync import SYNC_REASON
-from icepack_dagster.defs.tags import BATCH_TAG, KIND_TAG, OBSERVATION
+from icepack_dagster.defs.health_sync.job import health_sync_run_config
+from icepack_dagster.defs.health_sync.table_status_and_health import table_status_and_health
+from icepack_dagster.defs.health_sync.table_sync import SYNC_REASON
+from icepack_dagster.defs.materialization_codec import STATE, STATUS_ERROR, decode_status
+from icepack_dagster.defs.run_tags import BATCH_TAG, KIND_TAG, OBSERVATION
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     SCHEMA,
@@ -33,6 +33,7 @@ from tests.defs.dagster_testkit import (
     run_health_sync,
     small_file_table,
 )
+from tests.factories import settings_with_platform
 
 NODE = "sync_tables"
 
@@ -65,9 +66,8 @@ def test_batched_sync_one_materialization_per_table_per_run(
     Path(urlparse(broken.current_snapshot().manifest_list).path).unlink()
     small_file_table(lake, f"{namespace}.d_fine", appends=1)
     small_file_table(lake, f"{namespace}.e_fine", appends=1)
-    defs = build_definitions(
-        scoped_settings, PlatformSettings(health_sync_batch_size=2, health_sync_workers=3)
-    )
+    platform = PlatformSettings(health_sync_batch_size=2, health_sync_workers=3)
+    defs = build_definitions(settings_with_platform(scoped_settings, platform))
     tables = discover(defs, instance)
     assert len(tables) == 5
 
@@ -158,7 +158,7 @@ def test_health_change_without_metadata_change_is_written(
     lake = catalogs.get("lake")
     small_file_table(lake, f"{namespace}.few", appends=3)
     small_file_table(lake, f"{namespace}.crowded", appends=9)
-    defs = build_definitions(scoped_settings, platform)
+    defs = build_definitions(settings_with_platform(scoped_settings, platform))
     tables = discover(defs, instance)
     assert set(_written(run_health_sync(defs, instance, tables, writes="changes"))) == set(tables)
     few = f"lake.{namespace}.few"
@@ -169,7 +169,8 @@ def test_health_change_without_metadata_change_is_written(
     stricter = scoped_settings.model_copy(
         update={"thresholds": scoped_settings.thresholds.model_copy(update={"small_file_min_count": 2})}
     )
-    result = run_health_sync(build_definitions(stricter, platform), instance, tables, writes="changes")
+    defs = build_definitions(settings_with_platform(stricter, platform))
+    result = run_health_sync(defs, instance, tables, writes="changes")
     assert _written(result) == {few: "health changed"}
     assert latest_health(instance, few).state == "critical"
 
@@ -245,7 +246,7 @@ def test_a_sync_of_unknown_tables_names_them(
 def test_a_result_stored_after_a_sync_began_is_not_overwritten(instance: dg.DagsterInstance) -> None:
     """A scheduled sync measuring the old metadata file must not bury the post-maintenance refresh that
     stored a newer result while it ran: `sync_tables` leaves out tables written since it began."""
-    from icepack_dagster.defs.table_sync import _written_since
+    from icepack_dagster.defs.health_sync.table_sync import _written_since
 
     instance.add_dynamic_partitions("iceberg_tables", ["lake.ns.a", "lake.ns.b"])
     began = datetime.now(UTC)

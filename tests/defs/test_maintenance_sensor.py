@@ -17,13 +17,13 @@ import dagster as dg
 import pytest
 
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.maintenance_selection import order_candidates
-from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.sensor_cursors import MaintenanceCursor
-from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
+from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
+from icepack_dagster.domain.maintenance_selection import order_candidates
+from icepack_dagster.domain.sensor_cursors import MaintenanceCursor
 from icepack_dagster.domain.table_key import parse_table_key
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.conftest import pg_table_count
 from tests.defs.dagster_testkit import (
@@ -33,6 +33,7 @@ from tests.defs.dagster_testkit import (
     run_health_sync,
     small_file_table,
 )
+from tests.factories import settings_with_platform
 
 SENSOR = "maintenance_sensor"
 
@@ -53,8 +54,8 @@ def key(namespace: str, name: str) -> str:
     return f"lake.{namespace}.{name}"
 
 
-def with_platform(settings: IcepackSettings, **knobs: object) -> dg.Definitions:
-    return build_definitions(settings, PlatformSettings(**knobs))  # type: ignore[arg-type]
+def definitions_with(settings: IcepackSettings, **knobs: object) -> dg.Definitions:
+    return build_definitions(settings_with_platform(settings, PlatformSettings(**knobs)))  # type: ignore[arg-type]
 
 
 def fail_maintenance(settings: IcepackSettings, partition: str, times: int) -> None:
@@ -148,7 +149,7 @@ def test_cap_in_flight_and_busy_table(
     scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
 ) -> None:
     small_file_table(catalogs.get("lake"), f"{namespace}.small", appends=12)
-    capped = with_platform(scoped_settings, max_maintenance_in_flight=1)
+    capped = definitions_with(scoped_settings, max_maintenance_in_flight=1)
     sync_all(capped, instance)
     elsewhere = maintenance_tags("lake.other.table")
     result = evaluate_inside_a_run(capped, instance, elsewhere)
@@ -156,7 +157,7 @@ def test_cap_in_flight_and_busy_table(
     assert "1 maintenance run(s) in flight, the cap is 1; 1 table(s) wait" in result.skip_reason.skip_message
     assert key(namespace, "small") in MaintenanceCursor.model_validate_json(result.cursor).pending
 
-    roomy = with_platform(scoped_settings, max_maintenance_in_flight=5)
+    roomy = definitions_with(scoped_settings, max_maintenance_in_flight=5)
     busy = evaluate_inside_a_run(roomy, instance, maintenance_tags(key(namespace, "small")))
     assert not busy.run_requests
     assert "already queued or running" in busy.skip_reason.skip_message
@@ -186,7 +187,7 @@ def test_priority_first_within_the_tick_budget(
     lake = catalogs.get("lake")
     for name, appends in (("few", 9), ("many", 30), ("some", 15)):
         small_file_table(lake, f"{namespace}.{name}", appends=appends)
-    defs = with_platform(scoped_settings, maintenance_runs_per_tick=1, max_maintenance_in_flight=5)
+    defs = definitions_with(scoped_settings, maintenance_runs_per_tick=1, max_maintenance_in_flight=5)
     sync_all(defs, instance)
     engine = Engine(scoped_settings)
     priorities = {
@@ -209,12 +210,12 @@ def test_the_cursor_remembers_the_most_urgent_pending_tables_only(
     lake = catalogs.get("lake")
     for i in range(12):
         small_file_table(lake, f"{namespace}.t{i:02d}", appends=9 + 3 * i)
-    unbounded = with_platform(scoped_settings, maintenance_runs_per_tick=1)
+    unbounded = definitions_with(scoped_settings, maintenance_runs_per_tick=1)
     sync_all(unbounded, instance)
     everything = MaintenanceCursor.model_validate_json(evaluate_sensor(unbounded, SENSOR, instance).cursor)
     assert len(everything.pending) == 11  # 12 critical tables, one launched
 
-    bounded = with_platform(scoped_settings, max_pending_tables=10, maintenance_runs_per_tick=1)
+    bounded = definitions_with(scoped_settings, max_pending_tables=10, maintenance_runs_per_tick=1)
     result = evaluate_sensor(bounded, SENSOR, instance)
     pending = MaintenanceCursor.model_validate_json(result.cursor).pending
     assert set(pending) == set(order_candidates(everything.pending)[:10])
@@ -227,7 +228,7 @@ def test_quarantined_tables_are_skipped_without_using_the_budget(
     small_file_table(lake, f"{namespace}.broken", appends=40)
     small_file_table(lake, f"{namespace}.other", appends=10)
     fail_maintenance(scoped_settings, key(namespace, "broken"), times=3)
-    defs = with_platform(scoped_settings, maintenance_candidates_per_tick=1)
+    defs = definitions_with(scoped_settings, maintenance_candidates_per_tick=1)
     sync_all(defs, instance)
     result = evaluate_sensor(defs, SENSOR, instance)
     assert launched(result) == [key(namespace, "other")]
@@ -272,7 +273,7 @@ def test_run_sizing_tags_reach_the_run_and_size_its_spark(
     from icepack_dagster.domain.run_sizing import K8S_CONFIG_TAG, SIZE_TAG, SPARK_CONF_TAG
 
     small_file_table(catalogs.get("lake"), f"{namespace}.sized", appends=12)
-    defs = with_platform(scoped_settings, run_sizing=True)
+    defs = definitions_with(scoped_settings, run_sizing=True)
     sync_all(defs, instance)
     (request,) = [
         r for r in evaluate_sensor(defs, SENSOR, instance).run_requests or []
@@ -287,13 +288,31 @@ def test_run_sizing_tags_reach_the_run_and_size_its_spark(
     assert sized_settings(scoped_settings, {}, "t") is scoped_settings
 
 
+def test_configured_sizing_tiers_size_the_run(
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    """Tiers from the settings' platform section (docs/KUBERNETES.md), not the built-in ones, size a run."""
+    from icepack_dagster.domain.run_sizing import SIZE_TAG, SPARK_CONF_TAG, SizingTier
+
+    only = SizingTier(name="only", cpu="1", memory="2Gi", spark_master="local[1]", driver_memory="1g")
+    small_file_table(catalogs.get("lake"), f"{namespace}.tiered", appends=12)
+    defs = definitions_with(scoped_settings, run_sizing=True, sizing_tiers=(only,))
+    sync_all(defs, instance)
+    (request,) = [
+        r for r in evaluate_sensor(defs, SENSOR, instance).run_requests or []
+        if r.partition_key == key(namespace, "tiered")
+    ]
+    assert request.tags[SIZE_TAG] == "only"
+    assert json.loads(request.tags[SPARK_CONF_TAG])["spark.master"] == "local[1]"
+
+
 def test_orphan_sweeps_take_only_the_slots_unhealthy_tables_leave(
     scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
 ) -> None:
     lake = catalogs.get("lake")
     small_file_table(lake, f"{namespace}.crowded", appends=12)
     small_file_table(lake, f"{namespace}.quiet", appends=2)
-    one_slot = with_platform(scoped_settings, orphan_sweep=True, maintenance_runs_per_tick=1,
+    one_slot = definitions_with(scoped_settings, orphan_sweep=True, maintenance_runs_per_tick=1,
                              max_maintenance_in_flight=5)
     sync_all(one_slot, instance)
 
@@ -306,7 +325,7 @@ def test_orphan_sweeps_take_only_the_slots_unhealthy_tables_leave(
     assert launched(second) == [key(namespace, "quiet")], "the healthy table's orphan sweep is due"
     assert second.run_requests[0].tags[TABLE_TAG] == key(namespace, "quiet")
 
-    two_slots = with_platform(scoped_settings, orphan_sweep=True, maintenance_runs_per_tick=2,
+    two_slots = definitions_with(scoped_settings, orphan_sweep=True, maintenance_runs_per_tick=2,
                               max_maintenance_in_flight=5)
     fresh = dg.instance_for_test()
     with fresh as other:

@@ -29,7 +29,6 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from icepack_dagster.catalog_config import needs_aws_bundle
-from icepack_dagster.defs.platform_settings import load_platform_settings
 from icepack_dagster.settings import EmbeddedCatalogSettings, RestCatalogSettings, load_settings
 from tests.deploy import helm_chart
 from tests.deploy.helm_chart import OVERLAYS, Rendered
@@ -143,7 +142,7 @@ def test_environment_configures_icepack(overlay: str, monkeypatch: pytest.Monkey
     for key, value in _pod_env(container, secret_keys).items():
         monkeypatch.setenv(key, value)
     settings = load_settings()
-    platform = load_platform_settings()
+    platform = settings.platform
     assert str(settings.home) == "/var/lib/icepack"
     assert platform.max_maintenance_in_flight >= 1
     lake = settings.catalogs["lake"]

@@ -21,7 +21,7 @@ import yaml
 from dagster._utils.tags import TagConcurrencyLimitsCounter  # Dagster's own dequeue-time counter
 from dagster_k8s import K8sRunLauncher
 
-from icepack_dagster.defs.tags import maintenance_tags, observation_tags
+from icepack_dagster.defs.run_tags import maintenance_tags, observation_tags
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
 from tests.deploy import helm_chart
 from tests.deploy.testkit import write_kubeconfig

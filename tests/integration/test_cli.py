@@ -16,9 +16,12 @@ import pytest
 
 from icepack_dagster.iceberg.catalogs import open_catalog
 from icepack_dagster.settings import load_settings
+from icepack_dagster.spark.demo_lakehouse import ORPHAN_FILES, ORPHAN_PREFIX
 from tests.tables_testkit import arrow_fingerprint
 
 ICEPACK = str(Path(sys.executable).parent / "icepack")
+
+pytestmark = pytest.mark.spark  # the command runs Spark in its own process
 
 
 def run(home: Path, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
@@ -82,6 +85,19 @@ def test_read_commands_follow_the_json_contract(lakehouse: Path) -> None:
     assert all(set(s) >= {"action", "reason"} for s in recommendation["skipped"])
     explained = run(lakehouse, "policy", "demo.events_small_files", "--explain").stdout
     assert "cadence_hours" in explained and "default" in explained
+
+
+def test_unreferenced_lists_the_planted_orphans_and_nothing_referenced(lakehouse: Path) -> None:
+    table = "demo.logs_with_orphans"
+    found = json.loads(run(lakehouse, "unreferenced", table, "--json").stdout)
+    assert found["table"] == table and found["young"] == []
+    names = sorted(Path(f["location"].removeprefix("file:")).name for f in found["removable"])
+    assert names == [f"{ORPHAN_PREFIX}{i}.parquet" for i in range(ORPHAN_FILES)]
+    referenced = {Path(t.file.file_path.removeprefix("file:")).name
+                  for t in _pyiceberg_table(lakehouse, table).scan().plan_files()}
+    assert referenced and not referenced & set(names)
+    text = run(lakehouse, "unreferenced", table).stdout
+    assert text.startswith(f"{table}: 0 unreferenced files") and f"{ORPHAN_PREFIX}0.parquet" in text
 
 
 def test_dry_run_then_maintain_compacts_tenfold_with_identical_contents(lakehouse: Path) -> None:

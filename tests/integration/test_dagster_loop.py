@@ -19,9 +19,9 @@ import dagster as dg
 import pytest
 
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.metadata import OUTCOME, decode_report
-from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.defs.materialization_codec import OUTCOME, decode_report
 from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     after_run,
@@ -32,6 +32,7 @@ from tests.defs.dagster_testkit import (
     record_failures,
     sync_request,
 )
+from tests.factories import settings_with_platform
 from tests.tables_testkit import table_fingerprint
 
 pytestmark = pytest.mark.spark
@@ -45,7 +46,9 @@ def scoped_settings(settings: IcepackSettings, namespace: str) -> IcepackSetting
 @pytest.fixture
 def defs(scoped_settings: IcepackSettings, tmp_path: Path) -> dg.Definitions:
     return build_definitions(
-        scoped_settings, PlatformSettings(fleet_metrics_path=tmp_path / "metrics" / "icepack.prom")
+        settings_with_platform(
+            scoped_settings, PlatformSettings(fleet_metrics_path=tmp_path / "metrics" / "icepack.prom")
+        )
     )
 
 
@@ -174,14 +177,14 @@ def test_a_healthy_table_with_old_orphans_is_swept_weekly(
     os.utime(old, (time.time() - 5 * 24 * 3600,) * 2)  # older than the default orphan age of 3 days
 
     platform = PlatformSettings(orphan_sweep=True, fleet_metrics_path=tmp_path / "icepack.prom")
-    defs = build_definitions(scoped_settings, platform)
+    defs = build_definitions(settings_with_platform(scoped_settings, platform))
     discovered = evaluate_sensor(defs, "iceberg_table_discovery", instance)
     apply_partition_requests(instance, discovered)
     (first_sync,) = discovered.run_requests
     assert execute_run_request(defs, instance, first_sync, "health_sync").success
     assert latest_health(instance, qualified).state == "healthy"
 
-    without_sweep = build_definitions(scoped_settings, PlatformSettings())
+    without_sweep = build_definitions(settings_with_platform(scoped_settings, PlatformSettings()))
     off = evaluate_sensor(without_sweep, "maintenance_sensor", instance)
     assert not off.run_requests, "without the sweep a healthy table is never maintained"
     decided = evaluate_sensor(defs, "maintenance_sensor", instance)

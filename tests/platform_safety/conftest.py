@@ -11,9 +11,10 @@ import dagster as dg
 import pytest
 
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
 from tests.conftest import fresh_database
+from tests.factories import settings_with_platform
 from tests.platform_safety.platform_testkit import pg_env, prod_instance_config
 
 
@@ -52,4 +53,4 @@ def platform(tmp_path: Path) -> PlatformSettings:
 
 @pytest.fixture
 def defs(scoped_settings: IcepackSettings, platform: PlatformSettings) -> dg.Definitions:
-    return build_definitions(scoped_settings, platform)
+    return build_definitions(settings_with_platform(scoped_settings, platform))

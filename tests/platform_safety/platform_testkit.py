@@ -1,14 +1,10 @@
 """Helpers for the platform safety suite: the production instance configuration pointed at a test
-database, a real `dagster-daemon` process that a test can kill -9 and restart, a code location file
+database, a code location file
 for it built from the real definitions, and polling with a deadline (no sleeps to wait)."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,8 +18,6 @@ from tests.conftest import PG_HOST, PG_PORT, PG_USER
 
 REPO = Path(__file__).resolve().parents[2]
 PROD_YAML = REPO / "deploy" / "dagster" / "dagster.prod.yaml"
-DAEMON = str(Path(sys.executable).with_name("dagster-daemon"))
-DAGSTER = str(Path(sys.executable).with_name("dagster"))
 
 T = TypeVar("T")
 
@@ -89,67 +83,6 @@ def write_dagster_home(directory: Path, max_concurrent_runs: int | None = None) 
     home.mkdir(exist_ok=True)
     (home / "dagster.yaml").write_text(yaml.safe_dump(config))
     return home
-
-
-class Daemon:
-    """A real `dagster-daemon run` in its own process group: started, killed with SIGKILL (no
-    clean-up of any kind, as a node failure would), restarted, and stopped at the end."""
-
-    def __init__(self, home: Path, workspace: Path, env: dict[str, str], log: Path) -> None:
-        self.home, self.workspace, self.log = home, workspace, log
-        self.env = {**os.environ, **env, "DAGSTER_HOME": str(home)}
-        self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        assert self.process is None, "daemon already running"
-        with self.log.open("a") as out:
-            out.write(f"\n===== start {self.starts + 1} =====\n")
-            out.flush()
-            self.process = subprocess.Popen(
-                [DAEMON, "run", "-w", str(self.workspace)],
-                cwd=self.workspace.parent,
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self.starts += 1
-
-    def kill(self) -> None:
-        """SIGKILL the daemon and everything it started (its code server)."""
-        if self.process is None:
-            return
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
-        self.process = None
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
-        self.process = None
-
-    def tail(self, chars: int = 4000) -> str:
-        return self.log.read_text()[-chars:] if self.log.exists() else "(no daemon log)"
-
-    def dagster_cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """The `dagster` CLI against the same instance and workspace, as an operator would run it."""
-        done = subprocess.run(
-            [DAGSTER, *args, "-w", str(self.workspace)],
-            cwd=self.workspace.parent,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert done.returncode == 0, f"dagster {' '.join(args)}: {done.stdout}\n{done.stderr}"
-        return done
 
 
 def runs_of(instance: dg.DagsterInstance, job_name: str) -> list[dg.RunRecord]:

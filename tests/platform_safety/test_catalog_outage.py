@@ -21,11 +21,11 @@ import pytest
 
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
-from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.sensor_cursors import MaintenanceCursor
-from icepack_dagster.defs.tags import maintenance_tags
+from icepack_dagster.defs.run_tags import maintenance_tags
 from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.sensor_cursors import MaintenanceCursor
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import (
     EmbeddedCatalogSettings,
     IcepackSettings,
@@ -39,6 +39,7 @@ from tests.defs.dagster_testkit import (
     run_health_sync,
     small_file_table,
 )
+from tests.factories import settings_with_platform
 from tests.tables_testkit import arrow_fingerprint
 
 pytestmark = pytest.mark.postgres
@@ -118,7 +119,7 @@ def test_outage_removes_nothing_marks_unknown_and_launches_nothing(
         table = small_file_table(own.get(catalog), "sales.orders", appends=10)
         fingerprints[f"{catalog}.sales.orders"] = arrow_fingerprint(table)
         own.get(catalog).close()
-    defs = build_definitions(outage, PlatformSettings(max_maintenance_in_flight=1))
+    defs = build_definitions(settings_with_platform(outage, PlatformSettings(max_maintenance_in_flight=1)))
     instance = pg_instance
 
     discovered = evaluate_sensor(defs, "iceberg_table_discovery", instance)

@@ -22,9 +22,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from icepack_dagster.defs.maintenance.failure_sensor import WORKER_DIED
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
-from icepack_dagster.defs.sensors.maintenance_failure_sensor import WORKER_DIED
-from icepack_dagster.defs.tags import maintenance_tags
+from icepack_dagster.defs.run_tags import maintenance_tags
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.table_key import parse_table_key
 from icepack_dagster.engine import Engine
@@ -32,13 +32,13 @@ from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import small_file_table
 from tests.platform_safety.platform_testkit import (
-    DAGSTER,
     ONLY_COMPACTION,
     code_location_settings,
     wait_until,
     write_code_location,
     write_dagster_home,
 )
+from tests.processes import DAGSTER
 from tests.tables_testkit import arrow_fingerprint
 
 pytestmark = pytest.mark.postgres

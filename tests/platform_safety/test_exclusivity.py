@@ -23,17 +23,16 @@ import pytest
 from icepack_dagster.definitions import ASSETS, JOBS
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.event_reads import metadata_of
-from icepack_dagster.defs.metadata import OUTCOME
+from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.resources import SparkResource, build_resources
-from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, TABLE_TAG
+from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, TABLE_TAG
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import small_file_table
 from tests.platform_safety.platform_testkit import (
     ONLY_COMPACTION,
-    Daemon,
     code_location_settings,
     pg_env,
     runs_of,
@@ -41,6 +40,7 @@ from tests.platform_safety.platform_testkit import (
     write_code_location,
     write_dagster_home,
 )
+from tests.processes import DagsterDaemon
 from tests.tables_testkit import table_fingerprint
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
@@ -49,10 +49,10 @@ TWO_TRIGGERS = '''
 import dagster as dg
 
 from icepack_dagster.definitions import ASSETS, JOBS
-from icepack_dagster.defs.jobs import maintenance_job
-from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.defs.maintenance.job import maintenance_job
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.defs.resources import build_resources
-from icepack_dagster.defs.tags import maintenance_tags
+from icepack_dagster.defs.run_tags import maintenance_tags
 
 TABLE = {table!r}
 
@@ -71,7 +71,9 @@ defs = dg.Definitions(
     assets=list(ASSETS),
     jobs=list(JOBS),
     sensors=[two_triggers],
-    resources=build_resources(SETTINGS, PlatformSettings(health_sync_workers=1)),
+    resources=build_resources(
+        SETTINGS.model_copy(update={{"platform": PlatformSettings(health_sync_workers=1)}})
+    ),
 )
 '''
 
@@ -100,7 +102,7 @@ def test_two_triggers_run_one_at_a_time_through_the_queue(
     instance.add_dynamic_partitions(PARTITIONS_NAME, [table])
     source = TWO_TRIGGERS.format(table=table)
     workspace = write_code_location(tmp_path, "two_triggers", source, code_location_settings(scoped_settings))
-    daemon = Daemon(home, workspace, env, tmp_path / "daemon.log")
+    daemon = DagsterDaemon(home, workspace, env, tmp_path / "daemon.log")
     daemon.start()
     try:
         both_seen_active = []

@@ -18,13 +18,13 @@ import dagster as dg
 import pytest
 
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.metadata import OUTCOME
-from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.sensor_cursors import MaintenanceCursor
-from icepack_dagster.defs.tags import TABLE_TAG
+from icepack_dagster.defs.materialization_codec import OUTCOME
+from icepack_dagster.defs.run_tags import TABLE_TAG
+from icepack_dagster.domain.sensor_cursors import MaintenanceCursor
 from icepack_dagster.domain.table_key import parse_table_key
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
@@ -33,6 +33,7 @@ from tests.defs.dagster_testkit import (
     run_health_sync,
     small_file_table,
 )
+from tests.factories import settings_with_platform
 from tests.platform_safety.platform_testkit import ONLY_COMPACTION
 from tests.tables_testkit import table_fingerprint
 
@@ -95,7 +96,9 @@ def test_failures_quarantine_a_table_until_an_explicit_release(
         small_file_table(lake, table.removeprefix("lake."), appends=10, properties=properties)
     before = {t: table_fingerprint(spark, t) for t in (a, b, steady)}
     defs = build_definitions(
-        scoped_settings, PlatformSettings(maintenance_runs_per_tick=3, max_maintenance_in_flight=4)
+        settings_with_platform(
+            scoped_settings, PlatformSettings(maintenance_runs_per_tick=3, max_maintenance_in_flight=4)
+        )
     )
     instance = pg_instance
     engine = Engine(scoped_settings)

@@ -20,10 +20,10 @@ import pytest
 from pydantic import SecretStr
 
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.metadata import OUTCOME
+from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
-from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings, PostgresCatalogSettings, RestCatalogSettings
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
 from tests.defs.dagster_testkit import (
@@ -34,6 +34,7 @@ from tests.defs.dagster_testkit import (
     run_health_sync,
     small_file_table,
 )
+from tests.factories import settings_with_platform
 from tests.platform_safety.platform_testkit import ONLY_COMPACTION
 from tests.tables_testkit import table_fingerprint
 
@@ -91,9 +92,11 @@ def test_no_secret_in_runs_events_logs_or_storage(
     table = f"pg.{namespace}.leaky"
     before = table_fingerprint(spark, table)
     instance = pg_instance
-    defs = build_definitions(secret, PlatformSettings())
+    defs = build_definitions(settings_with_platform(secret, PlatformSettings()))
     reachable = build_definitions(  # the same secrets, without the unreachable catalog
-        secret.model_copy(update={"catalogs": {"pg": secret.catalogs["pg"]}}), PlatformSettings()
+        settings_with_platform(
+            secret.model_copy(update={"catalogs": {"pg": secret.catalogs["pg"]}}), PlatformSettings()
+        )
     )
     said: list[object] = []
 

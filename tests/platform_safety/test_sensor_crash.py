@@ -25,7 +25,7 @@ import dagster as dg
 import pytest
 
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
-from icepack_dagster.defs.tags import TABLE_TAG
+from icepack_dagster.defs.run_tags import TABLE_TAG
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
@@ -37,7 +37,6 @@ from tests.defs.dagster_testkit import (
     small_file_table,
 )
 from tests.platform_safety.platform_testkit import (
-    Daemon,
     code_location_settings,
     pg_env,
     runs_of,
@@ -45,6 +44,7 @@ from tests.platform_safety.platform_testkit import (
     write_code_location,
     write_dagster_home,
 )
+from tests.processes import DagsterDaemon
 
 pytestmark = pytest.mark.postgres
 
@@ -54,9 +54,9 @@ SENSOR_ONLY = """
 import dagster as dg
 
 from icepack_dagster.definitions import ASSETS, JOBS
-from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.defs.resources import build_resources
-from icepack_dagster.defs.sensors.maintenance_sensor import build_maintenance_sensor
+from icepack_dagster.defs.maintenance.maintenance_sensor import build_maintenance_sensor
 
 PLATFORM = PlatformSettings(
     maintenance_interval_seconds=5, maintenance_runs_per_tick=4, max_maintenance_in_flight=50,
@@ -66,7 +66,7 @@ defs = dg.Definitions(
     assets=list(ASSETS),
     jobs=list(JOBS),
     sensors=[build_maintenance_sensor(PLATFORM)],
-    resources=build_resources(SETTINGS, PLATFORM),
+    resources=build_resources(SETTINGS.model_copy(update={"platform": PLATFORM})),
 )
 """
 SKIPPED = re.compile(
@@ -108,7 +108,7 @@ def test_killed_and_rewound_daemon_launches_each_maintenance_once(
     workspace = write_code_location(
         tmp_path, "sensor_only", SENSOR_ONLY, code_location_settings(scoped_settings)
     )
-    daemon = Daemon(home, workspace, env, tmp_path / "daemon.log")
+    daemon = DagsterDaemon(home, workspace, env, tmp_path / "daemon.log")
     kills = 0
     try:
         daemon.start()

@@ -30,7 +30,6 @@ from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 from pyspark.sql import SparkSession
 
 from icepack_dagster.domain.procedures import qualified_table, sql_string
-from icepack_dagster.domain.recommendation_model import RecommendedAction
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.iceberg.catalogs import CatalogSet
 
@@ -47,10 +46,6 @@ SCHEMA = Schema(
     NestedField(2, "p", IntegerType(), required=False),
     NestedField(3, "payload", StringType(), required=False),
 )
-
-
-def action(kind: str, **options: str) -> RecommendedAction:
-    return RecommendedAction(action=kind, reason="safety test", priority=1.0, options=options)
 
 
 def make_table(

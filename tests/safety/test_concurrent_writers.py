@@ -29,10 +29,10 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.spark.runner import MaintenanceRunner
+from tests.factories import make_action
 from tests.safety.safety_testkit import (
     MOR_V2,
     StalledTaskSlots,
-    action,
     append_rows,
     commit_position_deletes,
     files_under,
@@ -65,7 +65,7 @@ def rewrite_while(
     **options: str,
 ) -> tuple[ActionResult, object]:
     """Runs compaction; `other_writer` runs after it planned and before it may write or commit."""
-    compaction = action(REWRITE, **{"min-input-files": "2", **options})
+    compaction = make_action(REWRITE, **{"min-input-files": "2", **options})
     runner = MaintenanceRunner(spark, "lake")
     with StalledTaskSlots(spark, flag) as stall:
         thread, outcome = run_in_thread(
@@ -129,7 +129,7 @@ def test_a_concurrent_row_level_delete_fails_the_rewrite_and_no_row_comes_back(
 
     after_conflict = table_fingerprint(spark, q)
     [again] = MaintenanceRunner(spark, "lake").run(
-        key, [action(REWRITE, **{"min-input-files": "2", "delete-file-threshold": "1"})]
+        key, [make_action(REWRITE, **{"min-input-files": "2", "delete-file-threshold": "1"})]
     )
     assert again.status == "succeeded", again.error
     assert table_fingerprint(spark, q) == after_conflict

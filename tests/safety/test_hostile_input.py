@@ -29,7 +29,6 @@ from icepack_dagster.domain.procedures import (
     quote_identifier,
     sql_string,
 )
-from icepack_dagster.domain.recommendation_model import Recommendation
 from icepack_dagster.domain.spark_overrides import ALLOWED, SQL_PROPERTY_PREFIX, validate_override
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.engine import Engine
@@ -37,7 +36,8 @@ from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.state.history_store import HistoryStore
-from tests.safety.safety_testkit import RecordingSpark, action, make_table
+from tests.factories import make_action, make_recommendation
+from tests.safety.safety_testkit import RecordingSpark, make_table
 from tests.tables_testkit import table_fingerprint
 
 pytestmark = pytest.mark.spark
@@ -131,7 +131,7 @@ def test_fuzzed_properties_on_a_real_table_are_errors_or_allowlisted_sql(
     table = catalogs.get("lake").load_table(key.identifier)
     executed: list[str] = []
     engine = engine_for(settings, catalogs, spark, executed, tmp_path)
-    manifests = Recommendation(table=key.text, actions=(action(A.REWRITE_MANIFESTS),))
+    manifests = make_recommendation(make_action(A.REWRITE_MANIFESTS), table=key.text)
     before = table_fingerprint(spark, qualified_table("lake", key))
 
     @FUZZ
@@ -192,7 +192,7 @@ def test_fuzzed_identifiers_address_exactly_their_own_table(
         before = table_fingerprint(literal, qualified_table("lake", key))
         del executed[:]
 
-        [result] = runner.run(key, [action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})])
+        [result] = runner.run(key, [make_action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})])
 
         assert result.status == "succeeded", result.error
         addressed = sql_string(quote_identifier("lake", namespace, name))

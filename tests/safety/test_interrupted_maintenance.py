@@ -27,9 +27,9 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.spark.runner import MaintenanceRunner
+from tests.factories import make_action
 from tests.safety.safety_testkit import (
     DEADLINE_SECONDS,
-    action,
     age_files,
     files_under,
     local,
@@ -127,7 +127,8 @@ def test_a_maintenance_killed_mid_rewrite_changes_nothing_and_leaves_only_its_ow
     assert {local(f.location) for f in engine.unreferenced_files(key).young} == attempt
 
     age_files(root)  # days later: the attempt's files are past the orphan age, like everything else
-    [removal] = MaintenanceRunner(spark, "lake").run(key, [action(MaintenanceAction.REMOVE_ORPHAN_FILES)])
+    removal_action = make_action(MaintenanceAction.REMOVE_ORPHAN_FILES)
+    [removal] = MaintenanceRunner(spark, "lake").run(key, [removal_action])
     assert removal.status == "succeeded", removal.error
     assert removal.impact.orphan_files_removed == len(attempt)
     assert not any(path.exists() for path in attempt)

@@ -28,10 +28,10 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import InvalidProcedureOptionError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.spark.runner import MaintenanceRunner
+from tests.factories import make_action
 from tests.safety.safety_testkit import (
     MOR_V2,
     StalledTaskSlots,
-    action,
     age_files,
     contents_by_version,
     files_under,
@@ -51,7 +51,7 @@ THREE_DAYS_AGO = (datetime.now(UTC) - timedelta(days=3)).isoformat()
 
 
 def remove_orphans(spark: SparkSession, key: TableKey, older_than: str = THREE_DAYS_AGO) -> ActionResult:
-    orphans = action(A.REMOVE_ORPHAN_FILES, older_than=older_than)
+    orphans = make_action(A.REMOVE_ORPHAN_FILES, older_than=older_than)
     [result] = MaintenanceRunner(spark, "lake").run(key, [orphans])
     return result
 

@@ -26,7 +26,9 @@ from icepack_dagster.settings import load_settings
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.state.history_store import HistoryStore
 from tests.conftest import PG_HOST, PG_PORT
-from tests.safety.safety_testkit import action
+from tests.factories import make_action
+
+pytestmark = pytest.mark.spark
 
 ICEPACK = str(Path(sys.executable).parent / "icepack")
 SECRET = f"Sekr3t{uuid.uuid4().hex[:12]}Pw"
@@ -107,7 +109,7 @@ def test_spark_catalog_failures_never_show_the_password(
     caplog.set_level(logging.DEBUG)
     with pytest.raises(IcepackError) as caught:
         MaintenanceRunner(WithGuardedCatalog(), "guarded").run(  # type: ignore[arg-type]
-            key, [action(MaintenanceAction.REWRITE_MANIFESTS)]
+            key, [make_action(MaintenanceAction.REWRITE_MANIFESTS)]
         )
 
     assert key.text in str(caught.value) and ROLE in str(caught.value), str(caught.value)

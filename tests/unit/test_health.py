@@ -5,7 +5,6 @@ messages state the numbers a person needs."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -28,29 +27,10 @@ from icepack_dagster.domain.health import (
 )
 from icepack_dagster.domain.health_model import HealthState, Severity
 from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.status import TableStatus
+from tests.factories import MiB, make_status
 
-NOW = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
-MiB = 1024**2
 DEFAULTS = HealthThresholds()
 
-
-def make_status(**overrides: Any) -> TableStatus:
-    """A healthy v2 table of ten 400 MiB files; overrides change single facts."""
-    fields: dict[str, Any] = dict(
-        table="lake.ns.t", collected_at=NOW, location="file:///warehouse/ns/t", format_version=2,
-        snapshot_id=1, live_data_files=10, live_position_delete_files=0, live_equality_delete_files=0,
-        live_data_bytes=10 * 400 * MiB, live_delete_bytes=0, total_records=1000,
-        position_delete_records=0, equality_delete_records=0, target_file_size_bytes=512 * MiB,
-        small_file_threshold_bytes=384 * MiB, small_file_count=0, small_file_bytes=0, file_size_histogram=(),
-        manifest_count=2, data_manifest_count=2, delete_manifest_count=0, manifest_bytes=20_000,
-        partition_count=1, partition_spec_count=1, snapshot_count=3, oldest_snapshot_age_seconds=36_000.0,
-        newest_snapshot_age_seconds=600.0, metadata_log_entries=3, branch_count=0, tag_count=0,
-    )
-    fields.update(overrides)
-    deletes = fields["live_position_delete_files"] + fields["live_equality_delete_files"]
-    fields.setdefault("live_delete_files", deletes)
-    return TableStatus(**fields)
 
 
 # code -> (overrides at warning level, overrides at critical level, overrides just below warning)

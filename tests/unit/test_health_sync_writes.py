@@ -7,27 +7,23 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from icepack_dagster.defs.health_sync_writes import (
+from icepack_dagster.domain.health_model import HealthState, Severity, TableHealth
+from icepack_dagster.domain.health_sync_writes import (
     LastWrite,
     RewritePolicy,
     health_signature,
     write_reason,
 )
-from icepack_dagster.domain.health_model import HealthIssue, HealthState, Severity, TableHealth
+from tests.factories import make_health, make_issue
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 POLICY = RewritePolicy(rewrite_hours=24.0, attention_hours=1.0)
 TABLE = "lake.sales.orders"
 
 
-def _issue(code: str, severity: Severity, value: float) -> HealthIssue:
-    return HealthIssue(code=code, severity=severity, metric="m", value=value, threshold=1.0, message="m")
-
-
-HEALTHY = TableHealth(table=TABLE, state=HealthState.HEALTHY)
-WARNING = TableHealth(
-    table=TABLE, state=HealthState.WARNING, issues=(_issue("OLD_SNAPSHOTS", Severity.WARNING, 200.0),)
-)
+HEALTHY = make_health(HealthState.HEALTHY, table=TABLE)
+OLD_SNAPSHOTS = make_issue("OLD_SNAPSHOTS", Severity.WARNING, 200.0)
+WARNING = make_health(HealthState.WARNING, OLD_SNAPSHOTS, table=TABLE)
 
 
 def _last(health: TableHealth | None, hours_ago: float) -> LastWrite:
@@ -44,14 +40,14 @@ def test_changed_metadata_is_written_even_with_the_same_health() -> None:
 
 
 def test_health_signature_ignores_measured_values_but_not_codes_or_severity() -> None:
-    older = WARNING.model_copy(update={"issues": (_issue("OLD_SNAPSHOTS", Severity.WARNING, 190.0),)})
+    older = WARNING.model_copy(update={"issues": (make_issue("OLD_SNAPSHOTS", Severity.WARNING, 190.0),)})
     assert health_signature(older) == health_signature(WARNING)
-    critical = WARNING.model_copy(
-        update={"state": HealthState.CRITICAL, "issues": (_issue("OLD_SNAPSHOTS", Severity.CRITICAL, 800.0),)}
+    critical = make_health(
+        HealthState.CRITICAL, make_issue("OLD_SNAPSHOTS", Severity.CRITICAL, 800.0), table=TABLE
     )
     assert write_reason(TABLE, critical, False, _last(WARNING, 0.1), NOW, POLICY) == "health changed"
     assert write_reason(TABLE, WARNING, False, _last(older, 0.1), NOW, POLICY) is None
-    other_error = TableHealth(table=TABLE, state=HealthState.UNKNOWN, error="catalog down")
+    other_error = make_health(HealthState.UNKNOWN, table=TABLE, error="catalog down")
     same_state = other_error.model_copy(update={"error": "table dropped"})
     assert write_reason(TABLE, same_state, False, _last(other_error, 0.1), NOW, POLICY) == "health changed"
 

@@ -1,16 +1,28 @@
-"""Import layering, checked on the source: `domain/` is pure (no dagster, pyiceberg or pyspark, and
-none of the adapter or wiring packages); only `spark/` imports pyspark; only `defs/` and
-`definitions.py` import dagster. Imports under `if TYPE_CHECKING:` are annotations, not dependencies,
-and are ignored; imports inside functions count."""
+"""Import layering, checked on the source over the whole import graph: every `import`, every
+`from ... import` (absolute or relative) and every dynamic import (`importlib.import_module`,
+`__import__`) with a literal name, at module level or inside functions. Imports under
+`if TYPE_CHECKING:` are annotations, not dependencies, and are ignored.
+
+The rules: `domain/` imports no dagster, pyiceberg, pyspark, yaml or sqlalchemy, and nothing of the
+adapter, engine or Dagster layers; `iceberg/` and `spark/` import no dagster and neither the Dagster
+layer (`defs/`, `definitions.py`) nor the engine; the Dagster layer imports no pyiceberg or pyspark
+(it reaches them through the adapters); only `spark/` imports pyspark; only the Dagster layer imports
+dagster, and every module of `defs/` does. The checker proves itself: each rule's violation, planted
+in a copy of the package, is reported.
+"""
 
 from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "icepack_dagster"
+ROOT = "icepack_dagster"
+DAGSTER_LAYER = ("defs/", "definitions.py")
+_DYNAMIC = {"import_module", "__import__"}
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -20,8 +32,25 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def runtime_imports(path: Path) -> set[str]:
-    """Dotted names of every module imported at run time by a source file."""
+def _resolve(package: str, module: str | None, level: int) -> str:
+    """The absolute name of `from <level dots><module> import ...` written in `package`."""
+    if level == 0:
+        return module or ""
+    parts = package.split(".")
+    base = parts[: len(parts) - (level - 1)]
+    return ".".join([*base, module] if module else base)
+
+
+def _dynamic_target(node: ast.Call) -> str | None:
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+    if name not in _DYNAMIC or not node.args:
+        return None
+    first = node.args[0]
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+
+
+def runtime_imports(path: Path, package: str) -> set[str]:
+    """Dotted names of every module a source file (in dotted `package`) imports at run time."""
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
@@ -31,8 +60,13 @@ def runtime_imports(path: Path) -> set[str]:
             return
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(package, node.module, node.level)
+            found.add(base)
+            # `from . import x` and `from pkg import module` name modules too
+            found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.Call) and (target := _dynamic_target(node)) is not None:
+            found.add(_resolve(package, target.lstrip("."), len(target) - len(target.lstrip("."))))
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -40,48 +74,141 @@ def runtime_imports(path: Path) -> set[str]:
     return found
 
 
-def modules() -> list[tuple[str, set[str]]]:
-    return [
-        (path.relative_to(PACKAGE).as_posix(), runtime_imports(path))
-        for path in sorted(PACKAGE.rglob("*.py"))
-    ]
+def modules(root: Path) -> list[tuple[str, set[str]]]:
+    """(path relative to the package, imports) for every module of the package at `root`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        package = ".".join([ROOT, *relative.parent.parts])
+        found.append((relative.as_posix(), runtime_imports(path, package)))
+    return found
 
 
 def _uses(imports: set[str], top: str) -> bool:
     return any(name == top or name.startswith(f"{top}.") for name in imports)
 
 
-def test_the_walker_sees_imports_and_skips_type_checking(tmp_path: Path) -> None:
+def _ours(*names: str) -> list[str]:
+    return [f"{ROOT}.{name}" for name in names]
+
+
+# (whose modules, what they must not import)
+FORBIDDEN: list[tuple[tuple[str, ...], list[str]]] = [
+    (("domain/",), ["dagster", "pyiceberg", "pyspark", "yaml", "sqlalchemy"]),
+    (("domain/",), _ours("defs", "definitions", "iceberg", "spark", "state", "store", "engine", "cli")),
+    (("iceberg/", "spark/"), ["dagster", *_ours("defs", "definitions", "engine", "cli")]),
+    (DAGSTER_LAYER, ["pyiceberg", "pyspark"]),
+]
+
+
+def violations(root: Path) -> list[str]:
+    """Every broken rule in the package at `root`, as `module: imports name (rule)`."""
+    found = []
+    graph = modules(root)
+    for module, imports in graph:
+        for owners, names in FORBIDDEN:
+            if not module.startswith(owners):
+                continue
+            found += [f"{module}: imports {name} (forbidden in {', '.join(owners)})"
+                      for name in names if _uses(imports, name)]
+        if _uses(imports, "pyspark") and not module.startswith("spark/"):
+            found.append(f"{module}: imports pyspark (only spark/ may)")
+        if _uses(imports, "dagster") and not module.startswith(DAGSTER_LAYER):
+            found.append(f"{module}: imports dagster (only the Dagster layer may)")
+        wiring = module.startswith("defs/") and not module.endswith("__init__.py")
+        if wiring and not _uses(imports, "dagster"):
+            found.append(f"{module}: no dagster import (belongs in domain/ or an adapter)")
+    return sorted(set(found))
+
+
+def test_the_package_keeps_its_layers() -> None:
+    assert violations(PACKAGE) == []
+
+
+def test_the_walker_sees_every_kind_of_import(tmp_path: Path) -> None:
     source = tmp_path / "sample.py"
     source.write_text(
-        "from typing import TYPE_CHECKING\nimport dagster as dg\n"
+        "import importlib\nfrom typing import TYPE_CHECKING\nimport dagster as dg\n"
+        "from ..spark import session\nfrom .status import TableStatus\n"
         "if TYPE_CHECKING:\n    from pyspark.sql import SparkSession\n"
         "def f():\n    from pyiceberg.catalog import load_catalog\n"
+        "    importlib.import_module('yaml')\n    __import__('sqlalchemy.orm')\n"
     )
-    assert runtime_imports(source) == {"typing", "dagster", "pyiceberg.catalog"}
+    found = runtime_imports(source, "icepack_dagster.domain")
+    assert "pyspark.sql" not in found
+    assert {
+        "importlib", "typing", "dagster", "icepack_dagster.spark", "icepack_dagster.spark.session",
+        "icepack_dagster.domain.status", "pyiceberg.catalog", "yaml", "sqlalchemy.orm",
+    } <= found
 
 
-@pytest.mark.parametrize("forbidden", ["dagster", "pyiceberg", "pyspark", "sqlalchemy"])
-def test_domain_is_pure(forbidden: str) -> None:
-    offenders = [m for m, imports in modules() if m.startswith("domain/") and _uses(imports, forbidden)]
-    assert offenders == [], f"domain/ must not import {forbidden}: {offenders}"
+PLANTED = {
+    "relative import of the Dagster layer in domain": (
+        "domain/planted.py", "from ..defs import partitions\n",
+        "domain/planted.py: imports icepack_dagster.defs (forbidden in domain/)",
+    ),
+    "dagster through importlib in domain": (
+        "domain/planted.py", "import importlib\n\nDG = importlib.import_module('dagster')\n",
+        "domain/planted.py: imports dagster (forbidden in domain/)",
+    ),
+    "dagster through __import__ in an adapter": (
+        "spark/planted.py", "def f():\n    return __import__('dagster')\n",
+        "spark/planted.py: imports dagster (forbidden in iceberg/, spark/)",
+    ),
+    "yaml in domain": (
+        "domain/planted.py", "import yaml\n", "domain/planted.py: imports yaml (forbidden in domain/)",
+    ),
+    "sqlalchemy in domain": (
+        "domain/planted.py", "from sqlalchemy import select\n",
+        "domain/planted.py: imports sqlalchemy (forbidden in domain/)",
+    ),
+    "pyiceberg in domain": (
+        "domain/planted.py", "from pyiceberg.table import Table\n",
+        "domain/planted.py: imports pyiceberg (forbidden in domain/)",
+    ),
+    "the engine in domain": (
+        "domain/planted.py", "from icepack_dagster.engine import Engine\n",
+        "domain/planted.py: imports icepack_dagster.engine (forbidden in domain/)",
+    ),
+    "iceberg importing the Dagster layer": (
+        "iceberg/planted.py", "from icepack_dagster.defs.partitions import table_key\n",
+        "iceberg/planted.py: imports icepack_dagster.defs (forbidden in iceberg/, spark/)",
+    ),
+    "iceberg importing the engine, relatively": (
+        "iceberg/planted.py", "from .. import engine\n",
+        "iceberg/planted.py: imports icepack_dagster.engine (forbidden in iceberg/, spark/)",
+    ),
+    "spark importing the definitions": (
+        "spark/planted.py", "import icepack_dagster.definitions\n",
+        "spark/planted.py: imports icepack_dagster.definitions (forbidden in iceberg/, spark/)",
+    ),
+    "pyiceberg in the Dagster layer": (
+        "defs/planted.py", "import dagster as dg\nfrom pyiceberg.catalog import Catalog\n",
+        "defs/planted.py: imports pyiceberg (forbidden in defs/, definitions.py)",
+    ),
+    "pyspark in the Dagster layer, inside a function": (
+        "defs/maintenance/planted.py", "import dagster as dg\n\ndef f():\n    import pyspark.sql\n",
+        "defs/maintenance/planted.py: imports pyspark (forbidden in defs/, definitions.py)",
+    ),
+    "pyspark outside spark/": (
+        "iceberg/planted.py", "import pyspark\n", "iceberg/planted.py: imports pyspark (only spark/ may)",
+    ),
+    "dagster outside the Dagster layer": (
+        "engine_helper.py", "import dagster\n",
+        "engine_helper.py: imports dagster (only the Dagster layer may)",
+    ),
+    "a module without Dagster in the Dagster layer": (
+        "defs/fleet/planted.py", "from icepack_dagster.domain.fleet import FleetSummary\n",
+        "defs/fleet/planted.py: no dagster import (belongs in domain/ or an adapter)",
+    ),
+}
 
 
-def test_domain_does_not_reach_outward() -> None:
-    outward = [f"icepack_dagster.{p}" for p in ("defs", "iceberg", "spark", "engine", "definitions", "state")]
-    offenders = [
-        m for m, imports in modules() if m.startswith("domain/") and any(_uses(imports, o) for o in outward)
-    ]
-    assert offenders == []
-
-
-def test_only_spark_imports_pyspark() -> None:
-    offenders = [m for m, imports in modules() if _uses(imports, "pyspark") and not m.startswith("spark/")]
-    assert offenders == []
-
-
-def test_only_defs_and_definitions_import_dagster() -> None:
-    allowed = ("defs/", "definitions.py")
-    offenders = [m for m, imports in modules() if _uses(imports, "dagster") and not m.startswith(allowed)]
-    assert offenders == []
-    assert any(m.startswith("defs/") and _uses(i, "dagster") for m, i in modules())
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_each_planted_violation_is_reported(name: str, tmp_path: Path) -> None:
+    module, source, expected = PLANTED[name]
+    copy = tmp_path / ROOT
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert violations(copy) == []
+    (copy / module).write_text(source)
+    assert expected in violations(copy)

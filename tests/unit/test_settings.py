@@ -1,4 +1,5 @@
-"""Contract: settings come from ICEPACK_* variables and an optional YAML file; the default is one
+"""Contract: settings come from ICEPACK_* variables and an optional YAML file (the platform section
+also from ICEPACK_PLATFORM_*); a bad file is an error naming it; the default is one
 embedded catalog under the home; a half-configured catalog fails at start-up naming the field; secrets
 never appear in output."""
 
@@ -71,6 +72,53 @@ def test_yaml_file_is_read_and_env_wins(monkeypatch: pytest.MonkeyPatch, tmp_pat
     settings = load_settings()
     assert settings.spark.master == "spark://sparkmaster:7077"
     assert settings.status_workers == 2
+
+
+def test_platform_section_from_yaml_and_both_environment_spellings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "icepack.yaml"
+    config.write_text("platform:\n  health_sync_cron: '0 * * * *'\n  max_maintenance_in_flight: 5\n")
+    monkeypatch.setenv("ICEPACK_CONFIG", str(config))
+    monkeypatch.setenv("ICEPACK_PLATFORM_MAX_MAINTENANCE_IN_FLIGHT", "7")
+    monkeypatch.setenv("ICEPACK_PLATFORM__HEALTH_SYNC_BATCH_SIZE", "9")
+    platform = load_settings().platform
+    assert (platform.health_sync_cron, platform.max_maintenance_in_flight) == ("0 * * * *", 7)
+    assert platform.health_sync_batch_size == 9
+    monkeypatch.setenv("ICEPACK_PLATFORM_HEALTH_SYNC_CRON", "hourly")
+    named = r"platform\.health_sync_cron \(ICEPACK_PLATFORM_HEALTH_SYNC_CRON\)"
+    with pytest.raises(ConfigurationError, match=named):
+        load_settings()
+
+
+def test_sizing_tiers_come_from_the_config_file_and_bad_ones_name_the_field(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    tier = "{name: %s, below_bytes: %d, cpu: '1', memory: 2Gi, spark_master: 'local[1]', driver_memory: 1g}"
+    last = "{name: big, cpu: '2', memory: 4Gi, spark_master: 'local[2]', driver_memory: 2g}"
+    config = tmp_path / "icepack.yaml"
+    config.write_text(f"platform:\n  sizing_tiers:\n    - {tier % ('tiny', 1024)}\n    - {last}\n")
+    monkeypatch.setenv("ICEPACK_CONFIG", str(config))
+    policy = load_settings().platform.sizing_policy()
+    assert [t.name for t in policy.tiers] == ["tiny", "big"] and policy.tier_for(10).name == "tiny"
+    config.write_text(f"platform:\n  sizing_tiers:\n    - {last}\n    - {tier % ('tiny', 1024)}\n")
+    with pytest.raises(ConfigurationError, match="platform: .*below_bytes"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(None, "cannot read the file"), ("spark: [unclosed", "not valid YAML"), ("- a\n- b\n", "a mapping")],
+)
+def test_a_bad_config_file_names_the_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, content: str | None, problem: str
+) -> None:
+    config = tmp_path / "icepack.yaml"
+    if content is not None:
+        config.write_text(content)
+    monkeypatch.setenv("ICEPACK_CONFIG", str(config))
+    with pytest.raises(ConfigurationError, match=f"ICEPACK_CONFIG={config}: .*{problem}"):
+        load_settings()
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from icepack_dagster.defs.tags import PARTITION_TAG, TABLE_TAG
+from icepack_dagster.defs.run_tags import PARTITION_TAG, TABLE_TAG
 
-MAINTENANCE_JOB_NAME = "maintenance"
 MAINTAINED_STEP = "maintained_table"
 _STEP_EVENTS = {
     dg.DagsterEventType.STEP_START,

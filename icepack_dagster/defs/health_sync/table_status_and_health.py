@@ -11,9 +11,9 @@ partition (see docs/PERFORMANCE.md).
 import dagster as dg
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.health_sync.table_sync import sync_tables
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.table_sync import sync_tables
 
 _STATUS_SPEC = dg.AssetSpec(
     TABLE_STATUS,

@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from icepack_dagster.defs.jobs import maintenance_job
+from icepack_dagster.defs.maintenance.job import maintenance_job
 from icepack_dagster.defs.partitions import table_key
-from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.tags import PARTITION_TAG
+from icepack_dagster.defs.run_tags import PARTITION_TAG
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.platform_settings import PlatformSettings
 
 WORKER_DIED = "the run worker died without recording an outcome"
 # The error class Dagster's multiprocess executor reports for a step process that died (killed, OOM).

@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from icepack_dagster.defs.sensor_cursors import PendingTable
 from icepack_dagster.domain.health_model import HealthState, Severity, TableHealth
+from icepack_dagster.domain.sensor_cursors import PendingTable
 
 Verdict = Literal["launch", "wait", "drop"]
 _URGENCY = {HealthState.CRITICAL: 2, HealthState.WARNING: 1}

@@ -16,8 +16,7 @@ import dagster as dg
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
-from icepack_dagster.defs.health_sync_writes import LastWrite, RewritePolicy, write_reason
-from icepack_dagster.defs.metadata import (
+from icepack_dagster.defs.materialization_codec import (
     Metadata,
     decode_health,
     decode_status,
@@ -29,6 +28,7 @@ from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.health import unknown_health
 from icepack_dagster.domain.health_model import HealthState, TableHealth
+from icepack_dagster.domain.health_sync_writes import LastWrite, RewritePolicy, write_reason
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.engine import utc_now
@@ -102,9 +102,7 @@ def sync_tables(
         f"(new or changed metadata), {len(refresh.unchanged)} unchanged, {len(failures)} failed"
     )
     if failures:  # one line, not one per table: a catalog outage fails every table of the catalog
-        examples = "; ".join(f"{p}: {e}" for p, e in list(failures.items())[:3])
-        more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
-        context.log.warning(f"status unavailable for {len(failures)} table(s): {examples}{more}")
+        context.log.warning(_failures_line(failures))
     last_writes = _last_writes(instance, partitions) if only_changes else {}
     pairs: list[tuple[str, Metadata, TableHealth, str]] = []
     for partition in partitions:
@@ -138,6 +136,12 @@ def sync_tables(
         + (f" ({states})" if total else "")
         + ("; the others are unchanged since their last materialization" if total < len(partitions) else "")
     )
+
+
+def _failures_line(failures: dict[str, str]) -> str:
+    examples = "; ".join(f"{p}: {e}" for p, e in list(failures.items())[:3])
+    more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
+    return f"status unavailable for {len(failures)} table(s): {examples}{more}"
 
 
 def _log_pair(

@@ -3,8 +3,10 @@ at a time, so a sync of many batches does not pile up refreshes)."""
 
 import dagster as dg
 
-from icepack_dagster.defs.jobs import fleet_summary_job, health_sync_job, maintenance_job
-from icepack_dagster.defs.platform_settings import PlatformSettings
+from icepack_dagster.defs.fleet.job import fleet_summary_job
+from icepack_dagster.defs.health_sync.job import health_sync_job
+from icepack_dagster.defs.maintenance.job import maintenance_job
+from icepack_dagster.platform_settings import PlatformSettings
 
 _WAITING = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING]
 

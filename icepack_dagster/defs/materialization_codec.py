@@ -1,6 +1,6 @@
-"""Materialization metadata: the keys, their encoding for people (numbers the UI plots, tables and
-markdown) and the machine record each materialization carries (`*_json`, versioned), which the health
-asset, the maintenance sensor and the fleet summary decode back.
+"""The codec of Dagster materializations: the metadata keys, their encoding for people (numbers the UI
+plots, tables and markdown) and the machine record each materialization carries (`*_json`, versioned),
+which the health asset, the maintenance sensor and the fleet summary decode back.
 
 Encoders return plain dicts of `dg.MetadataValue`; decoders take the metadata of an event and return
 the domain model, or None when the record is absent or from another codec version.
@@ -9,15 +9,15 @@ the domain model, or None when the record is absent or from another codec versio
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from icepack_dagster.defs.fleet import FleetSummary, fleet_markdown
-from icepack_dagster.defs.maintenance_impact import MaintenanceImpact, maintenance_impact
-from icepack_dagster.domain.health_model import HealthState, TableHealth
+from icepack_dagster.domain.fleet import FleetSummary, fleet_markdown
+from icepack_dagster.domain.health_model import HealthState, TableHealth, state_rank
 from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.maintenance_impact import MaintenanceImpact, maintenance_impact
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation_model import Recommendation
 from icepack_dagster.domain.status import TableStatus
@@ -39,9 +39,6 @@ BYTES_RECLAIMED = "bytes_reclaimed"
 FILES_RECLAIMED = "files_reclaimed"
 OUTCOME = "outcome"
 
-_STATE_RANK = {
-    HealthState.UNKNOWN: -1, HealthState.HEALTHY: 0, HealthState.WARNING: 1, HealthState.CRITICAL: 2
-}
 _MIB = 1024 * 1024
 
 Metadata = dict[str, dg.MetadataValue]
@@ -58,6 +55,20 @@ def _decode(metadata: Mapping[str, Any], key: str) -> dict[str, Any] | None:
         return None
     data = getattr(value, "data", None)
     return data if isinstance(data, dict) else None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _decode_model(metadata: Mapping[str, Any], key: str, model: type[M]) -> M | None:
+    """The record under `key` as `model`; None when absent, from another codec version, or invalid."""
+    data = _decode(metadata, key)
+    if data is None:
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        return None
 
 
 def _table(columns: list[tuple[str, str]], rows: list[dict[str, Any]]) -> dg.MetadataValue:
@@ -96,13 +107,7 @@ def status_failure_metadata(error: str) -> Metadata:
 
 
 def decode_status(metadata: Mapping[str, Any]) -> TableStatus | None:
-    data = _decode(metadata, STATUS_JSON)
-    if data is None:
-        return None
-    try:
-        return TableStatus.model_validate(data)
-    except ValidationError:
-        return None
+    return _decode_model(metadata, STATUS_JSON, TableStatus)
 
 
 def decode_status_error(metadata: Mapping[str, Any]) -> str | None:
@@ -111,10 +116,6 @@ def decode_status_error(metadata: Mapping[str, Any]) -> str | None:
 
 
 # --- health ----------------------------------------------------------------------------------------
-def state_rank(state: HealthState) -> int:
-    return _STATE_RANK[state]
-
-
 def health_markdown(health: TableHealth) -> str:
     if health.state is HealthState.UNKNOWN:
         return f"**unknown**: status could not be measured.\n\n`{health.error}`"
@@ -153,13 +154,7 @@ def health_metadata(health: TableHealth) -> Metadata:
 
 
 def decode_health(metadata: Mapping[str, Any]) -> TableHealth | None:
-    data = _decode(metadata, HEALTH_JSON)
-    if data is None:
-        return None
-    try:
-        return TableHealth.model_validate(data)
-    except ValidationError:
-        return None
+    return _decode_model(metadata, HEALTH_JSON, TableHealth)
 
 
 # --- recommendation --------------------------------------------------------------------------------
@@ -213,13 +208,7 @@ def recommendation_metadata(recommendation: Recommendation, history: TableHistor
 
 
 def decode_recommendation(metadata: Mapping[str, Any]) -> Recommendation | None:
-    data = _decode(metadata, RECOMMENDATION_JSON)
-    if data is None:
-        return None
-    try:
-        return Recommendation.model_validate(data)
-    except ValidationError:
-        return None
+    return _decode_model(metadata, RECOMMENDATION_JSON, Recommendation)
 
 
 # --- maintenance -----------------------------------------------------------------------------------
@@ -266,13 +255,7 @@ def maintenance_metadata(report: MaintenanceReport, history: TableHistory) -> Me
 
 
 def decode_report(metadata: Mapping[str, Any]) -> MaintenanceReport | None:
-    data = _decode(metadata, REPORT_JSON)
-    if data is None:
-        return None
-    try:
-        return MaintenanceReport.model_validate(data)
-    except ValidationError:
-        return None
+    return _decode_model(metadata, REPORT_JSON, MaintenanceReport)
 
 
 # --- fleet -----------------------------------------------------------------------------------------
@@ -295,13 +278,7 @@ def fleet_metadata(summary: FleetSummary, metrics_path: str) -> Metadata:
 
 
 def decode_fleet(metadata: Mapping[str, Any]) -> FleetSummary | None:
-    data = _decode(metadata, FLEET_JSON)
-    if data is None:
-        return None
-    try:
-        return FleetSummary.model_validate(data)
-    except ValidationError:
-        return None
+    return _decode_model(metadata, FLEET_JSON, FleetSummary)
 
 
 def decode_reclaimed(metadata: Mapping[str, Any]) -> tuple[int, int]:

@@ -1,5 +1,5 @@
-"""Run tags: the contract between the sensors, the queued run coordinator's limits in dagster.yaml,
-and anyone filtering runs in the UI.
+"""Run tags and the run filters over them: the contract between the sensors, the queued run
+coordinator's limits in dagster.yaml, and anyone filtering runs in the UI.
 
 `icepack/table` (limit 1 per unique value) makes maintenance of one table exclusive; `icepack/kind`
 separates maintenance from observation so status and health runs never wait behind maintenance.
@@ -8,6 +8,8 @@ separates maintenance from observation so status and health runs never wait behi
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import dagster as dg
 
 TABLE_TAG = "icepack/table"
 KIND_TAG = "icepack/kind"
@@ -44,3 +46,11 @@ def batch_tags(tables: Sequence[str]) -> dict[str, str]:
     """What a health-sync run covers, readable in the runs list (the run config lists every table)."""
     span = tables[0] if len(tables) == 1 else f"{tables[0]} .. {tables[-1]}"
     return {BATCH_TAG: f"{len(tables)} table(s): {span}"}
+
+
+def maintenance_runs(
+    table: str | None = None, statuses: Sequence[dg.DagsterRunStatus] | None = None
+) -> dg.RunsFilter:
+    """Maintenance runs (of one table, when given; in `statuses`, when given) as run storage selects them."""
+    tags = {KIND_TAG: MAINTENANCE} | ({TABLE_TAG: table} if table is not None else {})
+    return dg.RunsFilter(tags=tags, statuses=list(statuses) if statuses is not None else None)

@@ -1,14 +1,16 @@
 """`fleet_summary`: every table at a glance, for the UI and for Prometheus."""
 
+import os
+import tempfile
 import time
+from pathlib import Path
 
 import dagster as dg
 
 from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH, TABLE_STATUS
-from icepack_dagster.defs.assets.maintained_table import maintained_table
 from icepack_dagster.defs.event_reads import latest, latest_per_partition, metadata_of, new_materializations
-from icepack_dagster.defs.fleet import FleetSummary, write_prometheus_file
-from icepack_dagster.defs.metadata import (
+from icepack_dagster.defs.maintenance.maintained_table import maintained_table
+from icepack_dagster.defs.materialization_codec import (
     decode_fleet,
     decode_health,
     decode_reclaimed,
@@ -17,7 +19,8 @@ from icepack_dagster.defs.metadata import (
 )
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE
+from icepack_dagster.defs.run_tags import maintenance_runs
+from icepack_dagster.domain.fleet import FleetSummary, prometheus_text
 from icepack_dagster.domain.health_model import HealthState
 from icepack_dagster.domain.policy import Policy
 from icepack_dagster.engine import Engine
@@ -29,8 +32,7 @@ _PAGE = 1000
 
 
 def _maintenance_runs(instance: dg.DagsterInstance, statuses: list[dg.DagsterRunStatus]) -> int:
-    runs = dg.RunsFilter(tags={KIND_TAG: MAINTENANCE}, statuses=statuses)
-    return len(instance.get_run_records(filters=runs))
+    return len(instance.get_run_records(filters=maintenance_runs(statuses=statuses)))
 
 
 def _states(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, HealthState]:
@@ -69,6 +71,20 @@ def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> t
             more_files, more_bytes = decode_reclaimed(metadata_of(record))
             files, size, seen = files + more_files, size + more_bytes, record.storage_id
     return files, size, seen
+
+
+def write_prometheus_file(summary: FleetSummary, path: Path) -> None:
+    """Write atomically (temp file + rename) so the collector never reads half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".icepack-", suffix=".prom.tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(prometheus_text(summary))
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except OSError:
+        Path(temp).unlink(missing_ok=True)
+        raise
 
 
 @dg.asset(deps=[TABLE_HEALTH, maintained_table], group_name="fleet", kinds={"iceberg"})

@@ -3,13 +3,13 @@
 import dagster as dg
 
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
-from icepack_dagster.defs.assets.maintenance_recommendation import maintenance_recommendation
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
-from icepack_dagster.defs.maintenance_exclusivity import refuse_concurrent_maintenance
-from icepack_dagster.defs.metadata import decode_recommendation, maintenance_metadata, state_rank
+from icepack_dagster.defs.maintenance.exclusivity import refuse_concurrent_maintenance
+from icepack_dagster.defs.maintenance.maintenance_recommendation import maintenance_recommendation
+from icepack_dagster.defs.materialization_codec import decode_recommendation, maintenance_metadata
 from icepack_dagster.defs.partitions import ICEBERG_TABLES, table_key
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
-from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.health_model import HealthState, state_rank
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation_model import Recommendation

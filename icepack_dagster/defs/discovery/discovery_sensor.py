@@ -13,13 +13,12 @@ sync on the next tick under the same run keys.
 
 import dagster as dg
 
-from icepack_dagster.defs.health_sync_schedule import health_sync_requests
-from icepack_dagster.defs.jobs import health_sync_job
+from icepack_dagster.defs.health_sync.job import health_sync_job, health_sync_requests
 from icepack_dagster.defs.partitions import ICEBERG_TABLES, PARTITIONS_NAME, table_key
-from icepack_dagster.defs.platform_settings import PlatformSettings
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.sensor_cursors import DiscoveryCursor, decode_cursor
+from icepack_dagster.domain.sensor_cursors import DiscoveryCursor, decode_cursor
 from icepack_dagster.exceptions import IcepackError
+from icepack_dagster.platform_settings import PlatformSettings
 
 _SHOWN = 5
 
@@ -39,6 +38,16 @@ def _vanished_catalogs(removed: list[str], found: set[str], configured: list[str
         if catalog in configured and catalog not in listed:
             vanished[catalog] = vanished.get(catalog, 0) + 1
     return vanished
+
+
+def _held_text(vanished: dict[str, int]) -> str:
+    """Why the partitions of catalogs that listed no managed table were kept."""
+    return "".join(
+        f"; catalog {name!r} lists no managed table but {count} partition(s) belong to it: treated as "
+        "unavailable, none removed (emptied on purpose? delete those partitions with "
+        "DagsterInstance.delete_dynamic_partition('iceberg_tables', key))"
+        for name, count in sorted(vanished.items())
+    )
 
 
 def _added_since(partitions: list[str], last: str | None) -> list[str]:
@@ -81,12 +90,7 @@ def build_discovery_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         added = [t for t in tables if t not in current]
         removed = sorted(current - set(tables))
         vanished = _vanished_catalogs(removed, set(tables), icepack.engine.catalogs.names)
-        held = "".join(
-            f"; catalog {name!r} lists no managed table but {count} partition(s) belong to it: treated as "
-            "unavailable, none removed (emptied on purpose? delete those partitions with "
-            "DagsterInstance.delete_dynamic_partition('iceberg_tables', key))"
-            for name, count in sorted(vanished.items())
-        )
+        held = _held_text(vanished)
         if vanished:
             context.log.warning("discovery" + held)
             removed = [p for p in removed if table_key(p).catalog not in vanished]

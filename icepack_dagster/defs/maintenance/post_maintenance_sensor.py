@@ -3,9 +3,10 @@ maintenance sensor, which read health) reflect the work within seconds instead o
 
 import dagster as dg
 
-from icepack_dagster.defs.jobs import health_sync_job, health_sync_run_config, maintenance_job
-from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.tags import PARTITION_TAG, batch_tags
+from icepack_dagster.defs.health_sync.job import health_sync_job, health_sync_run_config
+from icepack_dagster.defs.maintenance.job import maintenance_job
+from icepack_dagster.defs.run_tags import PARTITION_TAG, batch_tags
+from icepack_dagster.platform_settings import PlatformSettings
 
 
 def build_post_maintenance_sensor(platform: PlatformSettings) -> dg.RunStatusSensorDefinition:

@@ -1,22 +1,22 @@
-"""Dagster-specific knobs: schedule cron, batch sizes, sensor intervals, maintenance caps, the fleet
-metrics file. Kept apart from `IcepackSettings` because only the platform uses them; this is the one
-other reader of the environment (prefix `ICEPACK_PLATFORM_`, documented in docs/DAGSTER.md)."""
+"""The `platform` section of the settings: Dagster-specific knobs (schedule cron, batch sizes, sensor
+intervals, maintenance caps, the fleet metrics file). Only the Dagster layer uses them. `settings.py`
+reads them with the rest: `ICEPACK_PLATFORM_<FIELD>` in the environment, `platform:` in the YAML file
+(docs/DAGSTER.md)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from icepack_dagster.exceptions import ConfigurationError
+from icepack_dagster.domain.run_sizing import SizingPolicy, SizingTier
 
 
-class PlatformSettings(BaseSettings):
+class PlatformSettings(BaseModel):
     """How often the platform looks, how much it does per run and per tick, and how much at once."""
 
-    model_config = SettingsConfigDict(env_prefix="ICEPACK_PLATFORM_", extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     health_sync_cron: str = Field(default="*/15 * * * *", description="When status and health refresh (UTC)")
     health_sync_batch_size: int = Field(default=1000, ge=1, le=5000, description="Tables per health-sync run")
@@ -77,6 +77,11 @@ class PlatformSettings(BaseSettings):
     spark_image: str | None = Field(
         default=None, description="Image for Spark executors of large-tier runs on k8s:// masters"
     )
+    sizing_tiers: tuple[SizingTier, ...] | None = Field(
+        default=None,
+        description="The size classes run sizing chooses from, smallest first (docs/KUBERNETES.md); "
+        "default: the built-in small, medium and large tiers",
+    )
     fleet_metrics_path: Path | None = Field(
         default=None,
         description="Prometheus textfile-collector output; default <icepack home>/metrics/icepack.prom",
@@ -89,19 +94,18 @@ class PlatformSettings(BaseSettings):
             raise ValueError(f"{value!r} is not a 5-field cron expression (e.g. '*/15 * * * *')")
         return value
 
+    @model_validator(mode="after")
+    def _valid_sizing(self) -> PlatformSettings:
+        self.sizing_policy()  # tiers out of order or with duplicate names fail at start-up
+        return self
+
+    def sizing_policy(self) -> SizingPolicy:
+        """The tiers and executor image run sizing uses (when `run_sizing` is on)."""
+        tiers = {"tiers": self.sizing_tiers} if self.sizing_tiers is not None else {}
+        return SizingPolicy(spark_image=self.spark_image, **tiers)
+
     @property
     def default_status(self) -> str:
         """`RUNNING` or `STOPPED`: how sensors and the schedule start in a fresh instance."""
         return "RUNNING" if self.sensors_running_by_default else "STOPPED"
 
-
-def load_platform_settings(**overrides: object) -> PlatformSettings:
-    """Platform settings from `ICEPACK_PLATFORM_*`, with one `ConfigurationError` naming each bad field."""
-    try:
-        return PlatformSettings(**overrides)  # type: ignore[arg-type]
-    except ValidationError as error:
-        lines = []
-        for problem in error.errors(include_input=False, include_url=False):
-            field = ".".join(str(p) for p in problem["loc"])
-            lines.append(f"  ICEPACK_PLATFORM_{field.upper()}: {problem['msg']}")
-        raise ConfigurationError("invalid icepack platform settings:\n" + "\n".join(lines)) from None

@@ -3,10 +3,11 @@
 import dagster as dg
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH
-from icepack_dagster.defs.metadata import recommendation_metadata, state_rank
+from icepack_dagster.defs.materialization_codec import recommendation_metadata
 from icepack_dagster.defs.partitions import ICEBERG_TABLES, table_key
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.actions import ACTION_ORDER
+from icepack_dagster.domain.health_model import state_rank
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.policy import explain_policy, in_window
 from icepack_dagster.domain.recommendation_model import Recommendation, SkippedAction

@@ -5,76 +5,51 @@ numbers people plot are numeric metadata; maintenance impact is computed from th
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import dagster as dg
 
-from icepack_dagster.defs import metadata as md
-from icepack_dagster.defs.fleet import FleetSummary
-from icepack_dagster.defs.maintenance_impact import maintenance_impact
+from icepack_dagster.defs import materialization_codec as md
 from icepack_dagster.domain.actions import ActionImpact, ActionResult, MaintenanceAction
-from icepack_dagster.domain.health_model import HealthIssue, HealthState, Severity, TableHealth
+from icepack_dagster.domain.fleet import FleetSummary
+from icepack_dagster.domain.health_model import HealthState, Severity
 from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.maintenance_impact import maintenance_impact
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
 from icepack_dagster.domain.status import FileSizeBucket, TableStatus
+from tests.factories import NOW, make_health, make_issue, make_status
 
-NOW = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
 TABLE = "lake.sales.orders"
 
 
 def status() -> TableStatus:
-    return TableStatus(
-        table=TABLE,
-        collected_at=NOW,
-        location="file:///w/sales/orders",
-        format_version=2,
-        snapshot_id=7,
-        live_data_files=40,
-        live_position_delete_files=3,
-        live_equality_delete_files=0,
-        live_delete_files=3,
-        live_data_bytes=40_000,
-        live_delete_bytes=900,
-        total_records=400,
-        position_delete_records=12,
-        equality_delete_records=0,
-        target_file_size_bytes=512 * 1024**2,
-        small_file_threshold_bytes=384 * 1024**2,
-        small_file_count=40,
-        small_file_bytes=40_000,
+    """A critical table of 40 small files, 3 position delete files and 44 snapshots."""
+    return make_status(
+        table=TABLE, location="file:///w/sales/orders", snapshot_id=7, live_data_files=40,
+        live_position_delete_files=3, live_data_bytes=40_000, live_delete_bytes=900, total_records=400,
+        position_delete_records=12, small_file_count=40, small_file_bytes=40_000,
         file_size_histogram=(
             FileSizeBucket(label="<1 MiB", lower_bytes=0, upper_bytes=1024**2, file_count=40),
         ),
-        manifest_count=41,
-        data_manifest_count=40,
-        delete_manifest_count=1,
-        manifest_bytes=123_456,
-        partition_count=1,
-        partition_spec_count=1,
-        snapshot_count=44,
-        oldest_snapshot_age_seconds=7200.0,
-        newest_snapshot_age_seconds=60.0,
-        metadata_log_entries=44,
-        branch_count=0,
-        tag_count=1,
+        manifest_count=41, data_manifest_count=40, delete_manifest_count=1, manifest_bytes=123_456,
+        snapshot_count=44, oldest_snapshot_age_seconds=7200.0, newest_snapshot_age_seconds=60.0,
+        metadata_log_entries=44, tag_count=1,
         properties={"icepack.cadence-hours": "6", "write.format.default": "parquet"},
     )
 
 
-HEALTH = TableHealth(
-    table=TABLE,
-    state=HealthState.CRITICAL,
-    issues=(
-        HealthIssue(
-            code="SMALL_FILES",
-            severity=Severity.CRITICAL,
-            metric="small_file_ratio",
-            value=1.0,
-            threshold=0.7,
-            message="40 of 40 data files are small",
-        ),
+HEALTH = make_health(
+    HealthState.CRITICAL,
+    make_issue(
+        "SMALL_FILES",
+        Severity.CRITICAL,
+        1.0,
+        metric="small_file_ratio",
+        threshold=0.7,
+        message="40 of 40 data files are small",
     ),
+    table=TABLE,
 )
 RECOMMENDATION = Recommendation(
     table=TABLE,

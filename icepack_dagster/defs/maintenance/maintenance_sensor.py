@@ -24,8 +24,14 @@ from icepack_dagster.defs.event_reads import (
     metadata_of,
     new_materializations,
 )
-from icepack_dagster.defs.jobs import maintenance_job
-from icepack_dagster.defs.maintenance_selection import (
+from icepack_dagster.defs.maintenance.job import maintenance_job
+from icepack_dagster.defs.materialization_codec import decode_health, decode_status
+from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
+from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.run_tags import TABLE_TAG, maintenance_runs, maintenance_tags
+from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.maintenance_selection import (
     Decision,
     Verdict,
     choose,
@@ -35,18 +41,12 @@ from icepack_dagster.defs.maintenance_selection import (
     order_candidates,
     sweep_page,
 )
-from icepack_dagster.defs.metadata import decode_health, decode_status
-from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
-from icepack_dagster.defs.platform_settings import PlatformSettings
-from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
-from icepack_dagster.defs.tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.health_model import HealthState
 from icepack_dagster.domain.policy import in_window
 from icepack_dagster.domain.run_sizing import SizingPolicy, size_run, sizing_tags
+from icepack_dagster.domain.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
 from icepack_dagster.engine import Engine, utc_now
 from icepack_dagster.exceptions import ConfigurationError, InvalidPolicyError
+from icepack_dagster.platform_settings import PlatformSettings
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -73,7 +73,7 @@ class _Tick:
 
     def hours_since_last_run(self, partition: str) -> float | None:
         records = self.instance.get_run_records(
-            filters=dg.RunsFilter(tags={TABLE_TAG: partition, KIND_TAG: MAINTENANCE}), limit=1
+            filters=maintenance_runs(partition), limit=1
         )
         if not records:
             return None
@@ -177,9 +177,31 @@ def _read_new_health(
     return after, pending, len(records)
 
 
+def _judge_pending(tick: _Tick, pending: dict[str, PendingTable], candidates: int) -> list[Decision]:
+    """The most urgent pending tables judged, at most `candidates` of them; quarantined tables are
+    judged without using that budget (they are dropped at once)."""
+    decisions: list[Decision] = []
+    judged = 0
+    for partition in order_candidates(pending):
+        if judged >= candidates:
+            break
+        decision = tick.judge(partition, pending[partition])
+        decisions.append(decision)
+        judged += 0 if decision.quarantined else 1
+    return decisions
+
+
+def _run_request(decision: Decision) -> dg.RunRequest:
+    return dg.RunRequest(
+        run_key=run_key(decision.partition, decision.health_storage_id),
+        partition_key=decision.partition,
+        tags={**maintenance_tags(decision.partition, decision.health_storage_id), **decision.run_tags},
+    )
+
+
 def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     default = dg.DefaultSensorStatus(platform.default_status)
-    sizing = SizingPolicy(spark_image=platform.spark_image) if platform.run_sizing else None
+    sizing = platform.sizing_policy() if platform.run_sizing else None
 
     @dg.sensor(
         name="maintenance_sensor",
@@ -197,12 +219,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         tables = set(ordered)
         pending = {p: v for p, v in pending.items() if p in tables}
         sweep_after, sweep_waiting = cursor.sweep_after, [p for p in cursor.sweep_waiting if p in tables]
-        in_flight = [
-            record.dagster_run
-            for record in instance.get_run_records(
-                filters=dg.RunsFilter(tags={KIND_TAG: MAINTENANCE}, statuses=IN_FLIGHT)
-            )
-        ]
+        in_flight = [r.dagster_run for r in instance.get_run_records(maintenance_runs(statuses=IN_FLIGHT))]
         slots = min(platform.maintenance_runs_per_tick, platform.max_maintenance_in_flight - len(in_flight))
 
         def result(skip: str | None, requests: list[dg.RunRequest] | None = None) -> dg.SensorResult:
@@ -218,14 +235,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
                           f"{platform.max_maintenance_in_flight}; {len(pending)} table(s) wait")
         busy = frozenset(run.tags.get(TABLE_TAG, "") for run in in_flight)
         tick = _Tick(instance, icepack.engine, utc_now(), busy, sizing)
-        decisions: list[Decision] = []
-        judged = 0
-        for partition in order_candidates(pending):
-            if judged >= platform.maintenance_candidates_per_tick:
-                break
-            decision = tick.judge(partition, pending[partition])
-            decisions.append(decision)
-            judged += 0 if decision.quarantined else 1
+        decisions = _judge_pending(tick, pending, platform.maintenance_candidates_per_tick)
         for decision in decisions:
             if decision.verdict == "drop":
                 pending.pop(decision.partition, None)
@@ -247,16 +257,8 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
                 return result(f"no table needs maintenance ({read} new health event(s) read, {len(sweeps)} "
                               "healthy table(s) checked for a due orphan sweep)")
             return result("nothing launched: " + explain(decisions, deferred))
-        requests = [
-            dg.RunRequest(
-                run_key=run_key(d.partition, d.health_storage_id),
-                partition_key=d.partition,
-                tags={**maintenance_tags(d.partition, d.health_storage_id), **d.run_tags},
-            )
-            for d in launch
-        ]
         context.log.info("launching maintenance: " + ", ".join(f"{d.partition} (priority {d.priority:.3g})"
                                                               for d in launch))
-        return result(None, requests)
+        return result(None, [_run_request(d) for d in launch])
 
     return maintenance_sensor

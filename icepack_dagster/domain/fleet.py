@@ -1,16 +1,12 @@
 """The fleet view: how many tables are in each health state, what maintenance is pending or running,
 which tables are quarantined, and what maintenance reclaimed; as markdown for the UI and as Prometheus
-text-format metrics for node-exporter's textfile collector. Pure apart from the atomic file write."""
+text-format metrics for node-exporter's textfile collector."""
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 from pydantic import BaseModel, ConfigDict, Field
 
-from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.health_model import HealthState, state_rank
 
 
 class FleetSummary(BaseModel):
@@ -55,11 +51,6 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-_STATE_VALUE = {
-    HealthState.UNKNOWN: -1, HealthState.HEALTHY: 0, HealthState.WARNING: 1, HealthState.CRITICAL: 2
-}
-
-
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
@@ -77,7 +68,7 @@ def prometheus_text(summary: FleetSummary) -> str:
            [(f'{{state="{s.value}"}}', summary.count(s)) for s in HealthState])
     family("icepack_table_health", "gauge",
            "Health of each table: -1 unknown, 0 healthy, 1 warning, 2 critical.",
-           [(f'{{table="{_label(p)}"}}', _STATE_VALUE[s]) for p, s in sorted(summary.table_states.items())])
+           [(f'{{table="{_label(p)}"}}', state_rank(s)) for p, s in sorted(summary.table_states.items())])
     family("icepack_maintenance_runs", "gauge", "Maintenance runs in flight by phase.",
            [('{phase="queued"}', summary.maintenance_queued),
             ('{phase="running"}', summary.maintenance_running)])
@@ -90,17 +81,3 @@ def prometheus_text(summary: FleetSummary) -> str:
     family("icepack_fleet_summary_timestamp_seconds", "gauge", "When this summary was computed.",
            [("", summary.generated_at_epoch)])
     return "\n".join(out) + "\n"
-
-
-def write_prometheus_file(summary: FleetSummary, path: Path) -> None:
-    """Write atomically (temp file + rename) so the collector never reads half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".icepack-", suffix=".prom.tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(prometheus_text(summary))
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except OSError:
-        Path(temp).unlink(missing_ok=True)
-        raise

@@ -1,0 +1,86 @@
+"""The `health_sync` job: one run measures and judges a batch of tables listed in its run config, and
+the run requests that start it (the schedule, discovery's first syncs, the post-maintenance refresh).
+
+One run per batch of up to `health_sync_batch_size` tables, never one run per table: each run lists its
+tables in its run config (consecutive `iceberg_tables` partitions), reads only tables whose metadata
+changed, and writes materializations only for tables whose status or health changed (or is due a
+periodic rewrite): see `domain/health_sync_writes.py`.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from icepack_dagster.defs.health_sync.table_sync import sync_tables
+from icepack_dagster.defs.partitions import PARTITIONS_NAME
+from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.run_tags import batch_tags, observation_tags
+from icepack_dagster.domain.health_sync_writes import SyncWrites
+
+
+class HealthSyncConfig(dg.Config):
+    """Which tables one health-sync run measures, and what it writes."""
+
+    tables: list[str] = Field(min_length=1, description="Tables to measure: iceberg_tables partition keys")
+    writes: SyncWrites = Field(
+        default="all",
+        description="all: a table_status and table_health materialization per table; changes: only for "
+        "tables whose status or health changed or are due a periodic rewrite (scheduled syncs)",
+    )
+
+
+@dg.op(name="sync_tables")
+def sync_tables_op(
+    context: dg.OpExecutionContext, config: HealthSyncConfig, icepack: IcepackResource
+) -> None:
+    """Measure and judge a batch of tables and record their `table_status` and `table_health`."""
+    current = set(context.instance.get_dynamic_partitions(PARTITIONS_NAME))
+    unknown = [table for table in config.tables if table not in current]
+    if unknown:
+        context.log.warning(
+            f"{len(unknown)} table(s) are not iceberg_tables partitions (dropped since the run was "
+            f"requested, or misspelt), skipped: {', '.join(unknown[:20])}"
+        )
+    tables = [table for table in config.tables if table in current]
+    if not tables:
+        raise dg.Failure(
+            "none of the tables of this run is an iceberg_tables partition: check the names in the run "
+            "config (catalog.namespace.table), or let the discovery sensor add them first"
+        )
+    sync_tables(context, icepack, tables, only_changes=config.writes == "changes")
+
+
+@dg.job(
+    name="health_sync",
+    tags=observation_tags(),
+    description="Status and health for a batch of tables (run config: tables, writes). Records "
+    "table_status and table_health materializations without planning one per partition.",
+)
+def health_sync_job() -> None:
+    sync_tables_op()
+
+
+def health_sync_run_config(tables: list[str], writes: str) -> dict[str, Any]:
+    """The run config of a health-sync run over `tables`."""
+    return {"ops": {sync_tables_op.name: {"config": {"tables": tables, "writes": writes}}}}
+
+
+def health_sync_requests(
+    partitions: Sequence[str], batch_size: int, run_key_prefix: str, writes: SyncWrites = "changes"
+) -> list[dg.RunRequest]:
+    """Run requests covering `partitions` (contiguous in partition order) in batches; `writes` says
+    whether each run writes only tables that changed (the default) or every table."""
+    requests = []
+    for index, start in enumerate(range(0, len(partitions), batch_size)):
+        batch = partitions[start : start + batch_size]
+        requests.append(
+            dg.RunRequest(
+                run_key=f"{run_key_prefix}:{index}",
+                job_name=health_sync_job.name,
+                run_config=health_sync_run_config(list(batch), writes),
+                tags=batch_tags(batch),
+            )
+        )
+    return requests

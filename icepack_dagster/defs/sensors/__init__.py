@@ -1,1 +1,0 @@
-"""Sensors: discovery (partitions = tables), maintenance (launch work from health), fleet refresh."""
