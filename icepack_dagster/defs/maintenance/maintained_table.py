@@ -58,10 +58,13 @@ def maintained_table(
     engine = icepack.maintenance_engine(spark, context.run.tags, key.text)
     recommendation = _this_runs_recommendation(context)
     report = engine.maintain(key, recommendation=recommendation, on_progress=context.log.info)
+    if report.outcome == "deferred":  # the catalog kept failing, or another maintenance holds the table
+        reason = next((r.reason for r in report.results if r.reason), "deferred")
+        return _nothing_ran(context, report, engine.history(key), "deferred", reason)
     try:
         status_after = engine.status(key)
     except TableNotFoundError as error:
-        return _table_gone(context, report, engine.history(key), f"{TABLE_GONE}: {error}")
+        return _nothing_ran(context, report, engine.history(key), "table_gone", f"{TABLE_GONE}: {error}")
     health_after = engine.health(status_after)
     history = engine.history(key, engine.policy(key, status_after.properties).policy)
     metadata = maintenance_metadata(report, history)
@@ -88,18 +91,24 @@ def maintained_table(
     return dg.MaterializeResult(metadata=metadata, check_results=[check])
 
 
-def _table_gone(
-    context: dg.AssetExecutionContext, report: MaintenanceReport, history: TableHistory, reason: str
+def _nothing_ran(
+    context: dg.AssetExecutionContext,
+    report: MaintenanceReport,
+    history: TableHistory,
+    outcome: str,
+    reason: str,
 ) -> dg.MaterializeResult:
-    """The table was dropped after it was recommended: the run ends cleanly, says so, and ran nothing;
-    discovery removes the partition on its next tick."""
+    """A maintenance that ran nothing through no fault of the table ends cleanly and says why:
+    `table_gone` (dropped after it was recommended; discovery removes the partition on its next tick)
+    or `deferred` (its catalog kept failing, or another maintenance holds it; the sensor tries again).
+    Neither is recorded, so neither counts towards quarantine."""
     context.log.warning(f"{context.partition_key}: {reason}")
-    metadata = maintenance_metadata(report, history) | {"table_gone": dg.MetadataValue.text(reason)}
+    metadata = maintenance_metadata(report, history) | {outcome: dg.MetadataValue.text(reason)}
     check = dg.AssetCheckResult(
         check_name=HEALTH_AFTER_CHECK,
         passed=False,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={"state": dg.MetadataValue.text("table_gone")},
+        metadata={"state": dg.MetadataValue.text(outcome)},
         description=reason,
     )
     return dg.MaterializeResult(metadata=metadata, check_results=[check])
