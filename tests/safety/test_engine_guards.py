@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.procedures import SESSION_SETUP, existence_probe, qualified_table
-from icepack_dagster.domain.recommendation import GC_DISABLED
+from icepack_dagster.domain.recommendation import gc_disabled_reason
 from icepack_dagster.engine import TABLE_GONE, Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.presentation import format_report
@@ -67,7 +67,8 @@ def test_a_gc_disabled_table_gets_no_destructive_action(
 
     by_action = {r.action: r for r in fresh.results}
     for destructive in (A.EXPIRE_SNAPSHOTS, A.REMOVE_ORPHAN_FILES):
-        assert by_action[destructive].status == "skipped" and by_action[destructive].reason == GC_DISABLED
+        skipped = by_action[destructive]
+        assert skipped.status == "skipped" and skipped.reason == gc_disabled_reason("false")
     assert snapshot_rows(spark, key) == snapshots and files_under(root) == files and orphan.exists()
 
     spark.sql(f"ALTER TABLE {q} SET TBLPROPERTIES ('gc.enabled'='true')")

@@ -19,7 +19,7 @@ from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.policy import Policy
-from icepack_dagster.domain.recommendation import GC_DISABLED, recommend
+from icepack_dagster.domain.recommendation import gc_disabled_reason, recommend
 from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
 from icepack_dagster.domain.status import TableStatus
 
@@ -251,18 +251,26 @@ def test_cadence_not_elapsed_says_when_it_last_ran() -> None:
     assert "last ran 2.0 h ago" in skip_reason(naive_run, A.REWRITE_DATA_FILES)
 
 
-@pytest.mark.parametrize("value", ["false", "FALSE", " False "])
+# Iceberg reads gc.enabled with Java's Boolean.parseBoolean: only "true", in any letter case, is true.
+@pytest.mark.parametrize("value", ["false", "FALSE", " False ", "no", "0", "1", "yes", "true ", " true", ""])
 def test_gc_disabled_tables_never_get_destructive_actions(value: str) -> None:
     status = make_status(
         **small_files(80), snapshot_count=50, oldest_snapshot_age_seconds=900_000.0,
         properties={"gc.enabled": value},
     )
     r = run(status)
-    assert all(skip_reason(r, action) == GC_DISABLED for action in DESTRUCTIVE)
-    assert GC_DISABLED == "gc.enabled=false on the table: destructive actions are never run"
+    assert all(skip_reason(r, action) == gc_disabled_reason(value) for action in DESTRUCTIVE)
+    assert f"gc.enabled={value!r} on the table, which Iceberg reads as false" in gc_disabled_reason(value)
     assert A.REWRITE_DATA_FILES in recommended(r)
-    gc_on = status.model_copy(update={"properties": {"gc.enabled": "true"}})
-    assert A.EXPIRE_SNAPSHOTS in recommended(run(gc_on))
+
+
+@pytest.mark.parametrize("value", ["true", "TRUE", "True", "tRuE"])
+def test_gc_enabled_in_any_letter_case_allows_destructive_actions(value: str) -> None:
+    status = make_status(
+        **small_files(80), snapshot_count=50, oldest_snapshot_age_seconds=900_000.0,
+        properties={"gc.enabled": value},
+    )
+    assert {A.EXPIRE_SNAPSHOTS, A.REMOVE_ORPHAN_FILES} <= set(recommended(run(status)))
 
 
 def test_a_table_with_no_snapshot_gets_nothing() -> None:
