@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 import yaml
 from pydantic import (
@@ -236,7 +237,8 @@ class IcepackSettings(BaseSettings):
 
     @property
     def resolved_state_url(self) -> str:
-        return self.state_url or f"sqlite:///{self.home / 'state.db'}"
+        # SQLAlchemy percent-decodes a URL's database part: encode the path so '%' or '#' in it survive
+        return self.state_url or f"sqlite:///{quote(str(self.home / 'state.db'), safe='/')}"
 
     @classmethod
     def settings_customise_sources(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import MetaData, create_engine, event
 from sqlalchemy.engine import Engine as SqlEngine
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from icepack_dagster.exceptions import ConfigurationError
@@ -26,8 +27,9 @@ def open_state_database(url: str, metadata: MetaData) -> SqlEngine:
     """An engine on the state database with `metadata`'s tables created. SQLite runs in WAL mode with a
     busy timeout, because health-sync and maintenance runs write to it from several processes."""
     try:
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        database = make_url(url).database
+        if url.startswith("sqlite:///") and database:
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, pool_pre_ping=True)
         if url.startswith("sqlite"):
             event.listen(engine, "connect", _sqlite_wal)
