@@ -109,6 +109,16 @@ def age_files(root: Path, when: float = FIVE_DAYS_AGO) -> None:
         os.utime(path, (when, when))
 
 
+def plant_orphan(catalogs: CatalogSet, key: TableKey) -> Path:
+    """A copy of one data file that no metadata references, with every file of the table aged 5 days."""
+    root = table_dir(catalogs, key)
+    data_file = sorted(files_under(root / "data"))[0]
+    orphan = data_file.with_name("orphan.parquet")
+    orphan.write_bytes(data_file.read_bytes())
+    age_files(root)
+    return orphan
+
+
 def referenced_files(spark: SparkSession, catalogs: CatalogSet, key: TableKey) -> set[Path]:
     """Every file the table's metadata reaches, read through Spark's metadata tables (all snapshots,
     branches and tags) and the statistics entries of the current metadata."""

@@ -27,9 +27,9 @@ from icepack_dagster.state.history_store import HistoryStore
 from tests.safety.safety_testkit import (
     MOR_V2,
     RecordingSpark,
-    age_files,
     files_under,
     make_table,
+    plant_orphan,
     snapshot_rows,
     table_dir,
 )
@@ -43,15 +43,6 @@ EAGER = {
     "icepack.snapshot.max-age-hours": "0",
     "icepack.snapshot.retain-last": "2",
 }
-
-
-def plant_orphan(catalogs: CatalogSet, key) -> Path:  # type: ignore[no-untyped-def]
-    root = table_dir(catalogs, key)
-    data_file = sorted(files_under(root / "data"))[0]
-    orphan = data_file.with_name("orphan.parquet")
-    orphan.write_bytes(data_file.read_bytes())
-    age_files(root)
-    return orphan
 
 
 def test_a_gc_disabled_table_gets_no_destructive_action(
