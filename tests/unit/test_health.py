@@ -236,3 +236,14 @@ def test_any_status_gets_a_state_equal_to_its_worst_issue(
     assert len({i.code for i in health.issues}) == len(health.issues)
     assert all(i.value >= i.threshold for i in health.issues)
     assert health.state is worst_state(HealthState(i.severity.value) for i in health.issues)
+
+
+def test_a_branch_only_table_is_judged_by_its_branch_snapshots() -> None:
+    branch_only = make_status(
+        snapshot_id=None, live_data_files=0, live_data_bytes=0, manifest_count=0, snapshot_count=250,
+        branch_count=2,
+    )
+    health = assess_health(branch_only, DEFAULTS)
+    backlog = next(i for i in health.issues if i.code == SNAPSHOT_BACKLOG)
+    assert health.state is HealthState.WARNING and backlog.value == 250
+    assert "only on 2 other branches (main has no snapshot)" in backlog.message

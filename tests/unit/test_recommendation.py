@@ -376,3 +376,28 @@ def test_any_table_gets_each_action_decided_exactly_once(
             assert older_than <= NOW - timedelta(hours=min(policy.snapshot_max_age_hours, 24))
     if A.EXPIRE_SNAPSHOTS in recommended(r):
         assert recommended(r)[A.EXPIRE_SNAPSHOTS].options["retain_last"] == str(policy.snapshot_retain_last)
+
+
+def test_a_branch_only_table_gets_expiry_and_the_orphan_sweep() -> None:
+    branch_only = make_status(
+        snapshot_id=None, live_data_files=0, live_data_bytes=0, manifest_count=0, manifest_bytes=0,
+        snapshot_count=40, oldest_snapshot_age_seconds=900_000.0, branch_count=1,
+    )
+    assert {A.EXPIRE_SNAPSHOTS, A.REMOVE_ORPHAN_FILES} <= set(recommended(run(branch_only)))
+
+
+def test_an_expiry_iceberg_cannot_run_for_an_unreadable_property_is_skipped_saying_why() -> None:
+    status = make_status(
+        snapshot_count=50, oldest_snapshot_age_seconds=900_000.0,
+        properties={"history.expire.min-snapshots-to-keep": "1_000"},
+    )
+    reason = skip_reason(run(status), A.EXPIRE_SNAPSHOTS)
+    assert "history.expire.min-snapshots-to-keep='1_000' cannot be read by Iceberg" in reason
+    assert A.REMOVE_ORPHAN_FILES in recommended(run(status))
+
+
+def test_manifests_are_judged_against_the_tables_own_manifest_target() -> None:
+    status = make_status(manifest_count=12, manifest_bytes=12 * 64 * 1024)
+    assert A.REWRITE_MANIFESTS in recommended(run(status))
+    small_target = status.model_copy(update={"properties": {"commit.manifest.target-size-bytes": "65536"}})
+    assert "about 12 ideally" in skip_reason(run(small_target), A.REWRITE_MANIFESTS)
