@@ -73,9 +73,12 @@ def java_boolean(text: str) -> bool:
 def java_integer(text: str, kind: Kind) -> int:
     """`Integer.parseInt` (kind int) or `Long.parseLong` (kind long); ValueError where Java throws."""
     bits = _BITS[kind]
-    if len(text) > 30 or not _JAVA_INTEGER.fullmatch(text):
+    if not _JAVA_INTEGER.fullmatch(text):
         raise ValueError(f"Iceberg reads it as a Java {kind}: an optional sign and digits, nothing else")
-    value = int(text)
+    try:
+        value = int(text)  # leading zeros are fine in Java too
+    except ValueError:  # more digits than Python converts: far beyond any Java type
+        value = 2**bits
     if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
         raise ValueError(f"out of the range of a Java {kind}")
     return value

@@ -40,7 +40,7 @@ def test_gc_enabled_is_true_only_as_java_reads_it(text: str, enabled: bool) -> N
 
 
 @pytest.mark.parametrize(
-    ("text", "value"), [("30", 30), ("+7", 7), ("-1", -1), ("３０", 30), ("٣", 3)]
+    ("text", "value"), [("30", 30), ("+7", 7), ("-1", -1), ("３０", 30), ("٣", 3), ("0" * 40 + "9", 9)]
 )
 def test_numbers_parse_as_java_parses_them(text: str, value: int) -> None:
     assert java_integer(text, "int") == value
@@ -55,8 +55,9 @@ def test_numbers_java_refuses_are_errors(text: str) -> None:
 
 def test_long_properties_take_the_java_long_range() -> None:
     assert java_integer(str(2**63 - 1), "long") == 2**63 - 1
-    with pytest.raises(ValueError, match="range"):
-        java_integer(str(2**63), "long")
+    for beyond in (str(2**63), "9" * 5000):
+        with pytest.raises(ValueError, match="range"):
+            java_integer(beyond, "long")
 
 
 def test_the_layer_lists_every_property_with_its_source() -> None:
