@@ -247,3 +247,9 @@ def test_a_branch_only_table_is_judged_by_its_branch_snapshots() -> None:
     backlog = next(i for i in health.issues if i.code == SNAPSHOT_BACKLOG)
     assert health.state is HealthState.WARNING and backlog.value == 250
     assert "only on 2 other branches (main has no snapshot)" in backlog.message
+
+
+def test_a_branch_heavy_table_counts_every_branchs_snapshots() -> None:
+    health = assess_health(make_status(snapshot_count=120, branch_count=1), DEFAULTS)
+    [backlog] = [i for i in health.issues if i.code == SNAPSHOT_BACKLOG]
+    assert backlog.value == 120 and "retained on main and 1 other branch (" in backlog.message
