@@ -3,7 +3,7 @@ when it is passed back to `status` and `maintain`: names with dots, a nested nam
 table name, quotes and backticks, `${...}` (which Spark would substitute), percent signs, and a namespace
 named like the catalog. No two tables share a printed name, also with --all. Each table holds a
 different number of rows, so reading the wrong table cannot pass unnoticed; maintenance leaves every
-table's contents unchanged."""
+table's contents unchanged. `policy --explain` and `--json` show the table's own Iceberg properties."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ TABLES = {
     (("p",), "50%off"): "p.50%25off",
     (("lake",), "t"): "lake.lake.t",
 }
+OWNER = {"history.expire.min-snapshots-to-keep": "30", "gc.enabled": "no"}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,10 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     catalog = open_catalog("lake", load_settings(home=home))
     for rows, (namespace, name) in enumerate(TABLES, start=1):
         catalog.create_namespace_if_not_exists(namespace)
-        table = catalog.create_table((*namespace, name), schema=pa.schema([("id", pa.int64())]))
+        properties = OWNER if name == "Tagged.Table-v2" else {}
+        table = catalog.create_table(
+            (*namespace, name), schema=pa.schema([("id", pa.int64())]), properties=properties
+        )
         table.append(pa.table({"id": pa.array(range(rows), pa.int64())}))
     return home
 
@@ -61,6 +65,20 @@ def test_every_printed_name_addresses_exactly_its_table(home: Path) -> None:
         assert dry["table"] == name and dry["outcome"] != "table_gone", dry
     everything = json.loads(run(home, "maintain", "--all", "--dry-run", "--json", expect=None).stdout)
     assert sorted(r["table"] for r in everything) == sorted(names)
+
+
+def test_policy_explains_the_tables_own_iceberg_properties(home: Path) -> None:
+    name = "refs.Tagged%2ETable-v2"
+    policy = json.loads(run(home, "policy", name, "--json").stdout)
+    assert policy["table"] == name and policy["policy"]["snapshot_retain_last"] == 30
+    layer = {p["name"]: p for p in policy["iceberg_properties"]}
+    assert (layer["gc.enabled"]["value"], layer["gc.enabled"]["raw"]) == (False, "no")
+    explained = run(home, "policy", name, "--explain").stdout
+    assert "history.expire.min-snapshots-to-keep (Iceberg's own expiry keeps that much" in explained
+    assert "commit.manifest.target-size-bytes" in explained and "Iceberg default" in explained
+    recommendation = json.loads(run(home, "recommend", name, "--json").stdout)
+    skipped = {s["action"]: s["reason"] for s in recommendation["skipped"]}
+    assert "gc.enabled='no' on the table, which Iceberg reads as false" in skipped["remove_orphan_files"]
 
 
 def test_maintain_runs_on_spark_for_names_spark_would_misread(home: Path) -> None:
