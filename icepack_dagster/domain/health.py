@@ -11,6 +11,11 @@ from collections.abc import Callable, Iterable
 
 from icepack_dagster.domain.health_model import HealthIssue, HealthState, Severity, TableHealth
 from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.iceberg_properties import (
+    METADATA_DELETE_AFTER_COMMIT,
+    METADATA_PREVIOUS_VERSIONS_MAX,
+    iceberg_value,
+)
 from icepack_dagster.domain.status import TableStatus
 
 SMALL_FILES = "SMALL_FILES"
@@ -159,14 +164,25 @@ def _snapshot_age(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
     )
 
 
+def _metadata_log_fix(s: TableStatus) -> str:
+    """What the table's own metadata properties, as Iceberg reads them, leave to change."""
+    pruning = iceberg_value(s.properties, METADATA_DELETE_AFTER_COMMIT)
+    kept = iceberg_value(s.properties, METADATA_PREVIOUS_VERSIONS_MAX)
+    if not pruning.value:
+        return (
+            f"set {METADATA_DELETE_AFTER_COMMIT}=true so commits prune it "
+            f"(to {METADATA_PREVIOUS_VERSIONS_MAX}, now {kept.value})"
+        )
+    return f"commits prune it already; lower {METADATA_PREVIOUS_VERSIONS_MAX} (now {kept.value})"
+
+
 def _metadata_log(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
     levels = (t.metadata_log_warning, t.metadata_log_critical)
     return _issue(
         METADATA_LOG_GROWTH, "metadata_log_entries", s.metadata_log_entries, levels,
         lambda threshold: (
             f"the metadata log lists {s.metadata_log_entries} previous metadata files (threshold "
-            f"{threshold:g}); lower write.metadata.previous-versions-max and set "
-            "write.metadata.delete-after-commit.enabled=true so commits prune it"
+            f"{threshold:g}); {_metadata_log_fix(s)}"
         ),
     )
 
