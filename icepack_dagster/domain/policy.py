@@ -34,6 +34,7 @@ from icepack_dagster.domain.iceberg_properties import (
     iceberg_layer,
     retention_floor,
 )
+from icepack_dagster.domain.property_text import parse_flag, parse_number, parse_whole_number
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.domain.window import MaintenanceWindow, parse_windows
 from icepack_dagster.exceptions import InvalidPolicyError
@@ -157,42 +158,17 @@ _PROPERTY_PREFIX = "icepack."
 _IGNORED_PREFIXES = ("icepack.spark.sql.",)  # Spark SQL overrides: domain/spark_overrides.py
 _IGNORED_KEYS = frozenset({"icepack.small-file-threshold-bytes"})  # read by the status reader
 _ACTION_PROPERTY = re.compile(r"^icepack\.action\.(?P<action>.+)\.enabled$")
-_INT = re.compile(r"^[+-]?[0-9]+$", re.ASCII)
-_FLOAT = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$", re.ASCII)
-_MAX_NUMBER_TEXT = 40  # longer digit strings are never a sensible setting
-
-
-def parse_whole_number(text: str) -> int:
-    """An `icepack.*` whole number: ASCII digits 0-9 with an optional sign, nothing else."""
-    if len(text) > _MAX_NUMBER_TEXT or not _INT.match(text):
-        raise ValueError("must be a whole number written with digits 0-9")
-    return int(text)
-
-
-def _parse_float(text: str) -> float:
-    if len(text) > _MAX_NUMBER_TEXT or not _FLOAT.match(text):
-        raise ValueError("must be a number written with digits 0-9 (e.g. 6 or 0.5)")
-    return float(text)
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered not in ("true", "false"):
-        raise ValueError("must be true or false")
-    return lowered == "true"
-
-
 _PROPERTIES: dict[str, tuple[str, Any]] = {
-    "icepack.enabled": ("enabled", _parse_bool),
-    "icepack.cadence-hours": ("cadence_hours", _parse_float),
+    "icepack.enabled": ("enabled", parse_flag),
+    "icepack.cadence-hours": ("cadence_hours", parse_number),
     "icepack.target-file-size-bytes": ("target_file_size_bytes", parse_whole_number),
     "icepack.min-input-files": ("min_input_files", parse_whole_number),
-    "icepack.snapshot.max-age-hours": ("snapshot_max_age_hours", _parse_float),
+    "icepack.snapshot.max-age-hours": ("snapshot_max_age_hours", parse_number),
     "icepack.snapshot.retain-last": ("snapshot_retain_last", parse_whole_number),
-    "icepack.orphan.older-than-hours": ("orphan_older_than_hours", _parse_float),
+    "icepack.orphan.older-than-hours": ("orphan_older_than_hours", parse_number),
     "icepack.window": ("windows", parse_windows),
     "icepack.quarantine-after-failures": ("quarantine_after_failures", parse_whole_number),
-    "icepack.priority-boost": ("priority_boost", _parse_float),
+    "icepack.priority-boost": ("priority_boost", parse_number),
 }
 PROPERTY_NAMES: tuple[str, ...] = (
     *_PROPERTIES, *(f"icepack.action.{action}.enabled" for action in ACTION_ORDER)
@@ -214,7 +190,7 @@ def _property_overrides(table: str, key: str, raw: str) -> PolicyOverrides | Non
             name = action_match["action"]
             if name not in {a.value for a in ACTION_ORDER}:
                 raise ValueError(f"unknown action {name!r}; actions: {', '.join(ACTION_ORDER)}")
-            return PolicyOverrides(actions={MaintenanceAction(name): _parse_bool(text)})
+            return PolicyOverrides(actions={MaintenanceAction(name): parse_flag(text)})
         if key not in _PROPERTIES:
             raise ValueError(f"unknown icepack property; known: {', '.join(PROPERTY_NAMES)} (docs/POLICY.md)")
         field, parse = _PROPERTIES[key]

@@ -22,7 +22,7 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.iceberg_properties import TARGET_FILE_SIZE_BYTES, iceberg_value
-from icepack_dagster.domain.policy import parse_whole_number
+from icepack_dagster.domain.property_text import parse_whole_number
 from icepack_dagster.domain.status import FileSizeBucket, TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import InvalidPolicyError, MetadataReadError
