@@ -62,16 +62,19 @@ def make_table(
     partitions: int = 0,
     properties: dict[str, str] | None = None,
     rows: int = 10,
+    catalog: str = "lake",
 ) -> TableKey:
     """`rows` rows per commit, ids counting up; with `partitions`, identity-partitioned by `p = id %
-    partitions`. Written with PyIceberg (no Spark job): each commit writes one file per partition."""
-    key = TableKey(catalog="lake", namespace=(namespace,), name=name)
+    partitions`. Written with PyIceberg (no Spark job): each commit writes one file per partition. In
+    `catalog` ("lake", the embedded SQLite catalog, or "pg", the PostgreSQL one)."""
+    key = TableKey(catalog=catalog, namespace=(namespace,), name=name)
+    catalogs.get(catalog).create_namespace_if_not_exists(key.namespace)
     spec = (
         PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="p"))
         if partitions
         else PartitionSpec()
     )
-    catalogs.get("lake").create_table(
+    catalogs.get(catalog).create_table(
         key.identifier, SCHEMA, partition_spec=spec, properties=properties or {"format-version": "2"}
     )
     for start in range(0, rows * commits, rows):
@@ -88,7 +91,7 @@ def append_rows(catalogs: CatalogSet, key: TableKey, start: int, end: int, parti
             "payload": pa.array([f"row-{i}" for i in ids]),
         }
     )
-    catalogs.get("lake").load_table(key.identifier).append(batch)
+    catalogs.get(key.catalog).load_table(key.identifier).append(batch)
 
 
 def local(path: str) -> Path:
@@ -96,7 +99,7 @@ def local(path: str) -> Path:
 
 
 def table_dir(catalogs: CatalogSet, key: TableKey) -> Path:
-    return local(catalogs.get("lake").load_table(key.identifier).location())
+    return local(catalogs.get(key.catalog).load_table(key.identifier).location())
 
 
 def files_under(root: Path) -> set[Path]:
@@ -122,7 +125,7 @@ def plant_orphan(catalogs: CatalogSet, key: TableKey) -> Path:
 def referenced_files(spark: SparkSession, catalogs: CatalogSet, key: TableKey) -> set[Path]:
     """Every file the table's metadata reaches, read through Spark's metadata tables (all snapshots,
     branches and tags) and the statistics entries of the current metadata."""
-    q = qualified_table("lake", key)
+    q = qualified_table(key.catalog, key)
     queries = (
         f"SELECT file_path FROM {q}.all_files",
         f"SELECT path FROM {q}.all_manifests",
@@ -130,14 +133,14 @@ def referenced_files(spark: SparkSession, catalogs: CatalogSet, key: TableKey) -
         f"SELECT file FROM {q}.metadata_log_entries",
     )
     found = {local(row[0]) for query in queries for row in spark.sql(query).collect()}
-    metadata = catalogs.get("lake").load_table(key.identifier).metadata
+    metadata = catalogs.get(key.catalog).load_table(key.identifier).metadata
     found |= {local(s.statistics_path) for s in (*metadata.statistics, *metadata.partition_statistics)}
     return found
 
 
 def contents_by_version(spark: SparkSession, key: TableKey) -> dict[str, tuple[int, str]]:
     """The contents fingerprint of every snapshot, branch and tag (one Spark job for all of them)."""
-    q = qualified_table("lake", key)
+    q = qualified_table(key.catalog, key)
     versions = [str(r[0]) for r in spark.sql(f"SELECT snapshot_id FROM {q}.snapshots").collect()]
     versions += [f"'{r[0]}'" for r in spark.sql(f"SELECT name FROM {q}.refs").collect()]
     union = " UNION ALL ".join(
@@ -150,7 +153,7 @@ def contents_by_version(spark: SparkSession, key: TableKey) -> dict[str, tuple[i
 
 
 def snapshot_rows(spark: SparkSession, key: TableKey) -> list[Any]:
-    q = qualified_table("lake", key)
+    q = qualified_table(key.catalog, key)
     return spark.sql(
         f"SELECT snapshot_id, parent_id, operation FROM {q}.snapshots ORDER BY committed_at, snapshot_id"
     ).collect()

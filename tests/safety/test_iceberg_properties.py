@@ -56,7 +56,7 @@ def eager(settings: IcepackSettings, catalogs: CatalogSet, spark, tmp_path: Path
 
 
 def _snapshot_count(spark: SparkSession, key: TableKey) -> int:
-    return int(spark.sql(f"SELECT count(*) FROM {qualified_table('lake', key)}.snapshots").first()[0])
+    return int(spark.sql(f"SELECT count(*) FROM {qualified_table(key.catalog, key)}.snapshots").first()[0])
 
 
 def _assert_versions_unchanged(
@@ -67,18 +67,25 @@ def _assert_versions_unchanged(
 
 
 @pytest.mark.parametrize(
-    ("owner", "kept"),
+    ("owner", "kept", "catalog"),
     [
-        ({MIN_KEEP: "8"}, 8),  # stricter than the policy file's 2: Iceberg alone keeps 8
-        ({MIN_KEEP: "1"}, 2),  # looser: the policy file's 2 stand
-        ({MIN_KEEP: "8", "icepack.snapshot.retain-last": "3"}, 3),  # the owner chose to keep fewer
+        ({MIN_KEEP: "8"}, 8, "lake"),  # stricter than the policy file's 2: Iceberg alone keeps 8
+        ({MIN_KEEP: "8"}, 8, "pg"),  # the same on the PostgreSQL catalog
+        ({MIN_KEEP: "1"}, 2, "lake"),  # looser: the policy file's 2 stand
+        ({MIN_KEEP: "8", "icepack.snapshot.retain-last": "3"}, 3, "lake"),  # the owner chose fewer
     ],
 )
 def test_expiry_keeps_at_least_what_the_tables_own_retention_keeps(
-    spark: SparkSession, catalogs: CatalogSet, eager: Engine, namespace: str, owner: dict[str, str], kept: int
+    spark: SparkSession,
+    catalogs: CatalogSet,
+    eager: Engine,
+    namespace: str,
+    owner: dict[str, str],
+    kept: int,
+    catalog: str,
 ) -> None:
-    key = make_table(catalogs, namespace, "retained", commits=12, properties=V2 | owner)
-    q = qualified_table("lake", key)
+    key = make_table(catalogs, namespace, "retained", commits=12, properties=V2 | owner, catalog=catalog)
+    q = qualified_table(catalog, key)
     before, versions = table_fingerprint(spark, q), contents_by_version(spark, key)
 
     report = eager.maintain(key, only=[A.EXPIRE_SNAPSHOTS])
