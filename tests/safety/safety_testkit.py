@@ -217,6 +217,14 @@ def _poll(condition: Any) -> None:
         time.sleep(0.02)
 
 
+def wait_past_newest_snapshot(catalogs: CatalogSet, key: TableKey) -> None:
+    """Return once the table's newest snapshot is more than a second old: expiry's `older_than` is
+    floored to the second, so a snapshot committed in the current second is never expired."""
+    metadata = catalogs.get(key.catalog).load_table(key.identifier).metadata
+    newest = max(s.timestamp_ms for s in metadata.snapshots) / 1000
+    _poll(lambda: time.time() >= int(newest) + 1.0)
+
+
 def run_in_thread(target: Any) -> tuple[threading.Thread, dict[str, Any]]:
     """Starts `target()` in a thread; the dict receives its return value (or exception) when done."""
     outcome: dict[str, Any] = {}

@@ -34,6 +34,7 @@ from tests.safety.safety_testkit import (
     plant_orphan,
     referenced_files,
     table_dir,
+    wait_past_newest_snapshot,
 )
 from tests.tables_testkit import table_fingerprint
 
@@ -87,6 +88,7 @@ def test_expiry_keeps_at_least_what_the_tables_own_retention_keeps(
     key = make_table(catalogs, namespace, "retained", commits=12, properties=V2 | owner, catalog=catalog)
     q = qualified_table(catalog, key)
     before, versions = table_fingerprint(spark, q), contents_by_version(spark, key)
+    wait_past_newest_snapshot(catalogs, key)
 
     report = eager.maintain(key, only=[A.EXPIRE_SNAPSHOTS])
 
@@ -118,6 +120,7 @@ def test_the_tables_own_snapshot_age_is_kept_unless_the_owner_chose_less(
     chosen = hour | {"icepack.snapshot.max-age-hours": "0"}
     owned = make_table(catalogs, namespace, "owned", commits=6, properties=V2 | chosen)
     versions = contents_by_version(spark, owned)
+    wait_past_newest_snapshot(catalogs, owned)
     [result] = eager.maintain(owned, only=[A.EXPIRE_SNAPSHOTS]).results
     assert result.status == "succeeded", result.error
     assert _snapshot_count(spark, owned) == 2
@@ -156,6 +159,7 @@ def test_gc_enabled_in_any_letter_case_gets_expiry_and_the_orphan_sweep(
     q = qualified_table("lake", key)
     orphan = plant_orphan(catalogs, key)
     before = table_fingerprint(spark, q)
+    wait_past_newest_snapshot(catalogs, key)
 
     report = eager.maintain(key, only=DESTRUCTIVE)
 
@@ -185,6 +189,7 @@ def test_a_branch_only_table_gets_expiry_and_the_orphan_sweep(
     assert {A.EXPIRE_SNAPSHOTS, A.REMOVE_ORPHAN_FILES} <= {a.action for a in eager.recommend(key).actions}
     orphan = plant_orphan(catalogs, key)
     versions = contents_by_version(spark, key)
+    wait_past_newest_snapshot(catalogs, key)
 
     report = eager.maintain(key, only=DESTRUCTIVE)
 
