@@ -31,8 +31,21 @@ def embedded_paths(catalog: EmbeddedCatalogSettings, settings: IcepackSettings) 
     return db, warehouse
 
 
+def _file_location(path: Path) -> str:
+    """A local directory as a `file://` location, its path written as is, not percent-encoded: Iceberg
+    (Hadoop's Path) and PyIceberg (PyArrow) both take the text after `file://` as the literal path, so
+    an encoded `a%20b` would be a different directory from `a b`."""
+    return f"file://{path}"
+
+
+def _sqlite_url_path(db: Path) -> str:
+    """The SQLite file as SQLAlchemy reads a URL's database part: percent-decoded, so it is encoded here
+    (a `%`, `?` or `#` in the path then reaches SQLite unchanged)."""
+    return quote(str(db), safe="/")
+
+
 def _warehouse_uri(location: str) -> str:
-    return location if "://" in location else Path(location).expanduser().resolve().as_uri()
+    return location if "://" in location else _file_location(Path(location).expanduser().resolve())
 
 
 def pyiceberg_properties(name: str, catalog: CatalogSettings, settings: IcepackSettings) -> dict[str, str]:
@@ -41,7 +54,11 @@ def pyiceberg_properties(name: str, catalog: CatalogSettings, settings: IcepackS
         case EmbeddedCatalogSettings():
             db, warehouse = embedded_paths(catalog, settings)
             # timeout: wait for Spark's JDBC writer instead of failing with "database is locked"
-            return {"type": "sql", "uri": f"sqlite:///{db}?timeout=30", "warehouse": warehouse.as_uri()}
+            return {
+                "type": "sql",
+                "uri": f"sqlite:///{_sqlite_url_path(db)}?timeout=30",
+                "warehouse": _file_location(warehouse),
+            }
         case PostgresCatalogSettings():
             # user and password are URL-encoded: '@', '/', ':' or '#' in them must not break the URI
             password = quote(catalog.password.get_secret_value(), safe="")
@@ -86,7 +103,7 @@ def spark_catalog_conf(name: str, catalog: CatalogSettings, settings: IcepackSet
             conf |= {
                 f"{prefix}.type": "jdbc",
                 f"{prefix}.uri": f"jdbc:sqlite:{db}",
-                f"{prefix}.warehouse": warehouse.as_uri(),
+                f"{prefix}.warehouse": _file_location(warehouse),
                 f"{prefix}.jdbc.schema-version": "V1",
                 # PyIceberg creates the catalog tables; Java's start-up probe leaves SQLite read
                 # transactions open (stale reads, "database is locked"), so it is switched off.

@@ -1,8 +1,10 @@
 """The `icepack` command: the engine without Dagster, for people (tables of text) and machines (--json).
 
-Exit codes: 0 done (or a dry run listed its work), 1 failed, 2 bad usage or configuration,
-3 nothing to do, 4 the named table is gone (not in its catalog: dropped, or misspelt; nothing ran),
-5 deferred (the catalog or storage kept failing transiently after retries; nothing ran; try again later).
+Exit codes: 0 done (or a dry run listed its work), 1 failed, 2 bad usage or configuration (an
+ill-formed table name too), 3 nothing to do, 4 the named table is gone (not in its catalog: dropped,
+or misspelt; nothing ran), 5 deferred (the catalog or storage kept failing transiently after retries,
+or another maintenance holds the table; nothing ran; try again later). Table names are printed in the
+form that reads back as exactly that table (domain/table_key.py).
 Progress goes to stderr so that --json output stays clean on stdout.
 """
 
@@ -21,7 +23,12 @@ from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.engine import Engine
-from icepack_dagster.exceptions import ConfigurationError, IcepackError, MissingComponentError
+from icepack_dagster.exceptions import (
+    ConfigurationError,
+    IcepackError,
+    InvalidTableIdentifierError,
+    MissingComponentError,
+)
 from icepack_dagster.presentation import (
     format_health,
     format_policy,
@@ -135,13 +142,15 @@ def unreferenced(ctx: _Context, table: str, as_json: bool) -> None:
 @json_option
 @pass_ctx
 def policy(ctx: _Context, table: str, explain: bool, as_json: bool) -> None:
-    """Show TABLE's effective maintenance policy (defaults, policy file, icepack.* properties)."""
+    """Show TABLE's effective maintenance policy (defaults, policy file, icepack.* properties, and the
+    table's own Iceberg properties that bound it)."""
     key = ctx.engine.resolve(table)
     effective = ctx.engine.policy(key, ctx.engine.status(key).properties)
     data = {
         "table": ctx.engine.display_name(key),
         "policy": effective.policy.model_dump(mode="json"),
         "sources": effective.sources,
+        "iceberg_properties": [item.model_dump(mode="json") for item in effective.iceberg],
     }
     _emit(data, as_json, lambda: format_policy(ctx.engine.display_name(key), effective, explain))
 
@@ -299,7 +308,7 @@ def main() -> None:
     except click.ClickException as error:
         error.show()
         sys.exit(EXIT_USAGE)
-    except (ConfigurationError, MissingComponentError) as error:
+    except (ConfigurationError, MissingComponentError, InvalidTableIdentifierError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(EXIT_USAGE)
     except IcepackError as error:

@@ -118,7 +118,8 @@ class Engine:
         return resolve_table_argument(text, self.catalogs.names, self.settings.primary_catalog)
 
     def display_name(self, key: TableKey) -> str:
-        return key.display(with_catalog=len(self.catalogs.names) > 1)
+        """The name the CLI prints, which `resolve` reads back as exactly this table."""
+        return key.cli_name(self.catalogs.names)
 
     # --- measuring and judging ------------------------------------------------------------------
     def status(self, key: TableKey, now: datetime | None = None) -> TableStatus:

@@ -6,7 +6,7 @@ reads them with the rest: `ICEPACK_PLATFORM_<FIELD>` in the environment, `platfo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -77,6 +77,11 @@ class PlatformSettings(BaseModel):
     spark_image: str | None = Field(
         default=None, description="Image for Spark executors of large-tier runs on k8s:// masters"
     )
+    spark_executor_secret_refs: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment of k8s:// Spark executors taken from Secrets by reference: variable -> "
+        "'<secret name>:<key>' (spark.kubernetes.executor.secretKeyRef.*), e.g. the catalog credentials",
+    )
     sizing_tiers: tuple[SizingTier, ...] | None = Field(
         default=None,
         description="The size classes run sizing chooses from, smallest first (docs/KUBERNETES.md); "
@@ -101,8 +106,13 @@ class PlatformSettings(BaseModel):
 
     def sizing_policy(self) -> SizingPolicy:
         """The tiers and executor image run sizing uses (when `run_sizing` is on)."""
-        tiers = {"tiers": self.sizing_tiers} if self.sizing_tiers is not None else {}
-        return SizingPolicy(spark_image=self.spark_image, **tiers)
+        fields: dict[str, Any] = {
+            "spark_image": self.spark_image,
+            "executor_secret_refs": self.spark_executor_secret_refs,
+        }
+        if self.sizing_tiers is not None:
+            fields["tiers"] = self.sizing_tiers
+        return SizingPolicy(**fields)
 
     @property
     def default_status(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from icepack_dagster.domain.health_model import TableHealth
+from icepack_dagster.domain.iceberg_properties import explain_iceberg_layer
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.policy import EffectivePolicy, explain_policy
 from icepack_dagster.domain.recommendation_model import Recommendation
@@ -88,11 +89,16 @@ def format_unreferenced(name: str, u: UnreferencedFiles, shown: int = 20) -> str
 
 
 def format_policy(name: str, effective: EffectivePolicy, explain: bool) -> str:
+    """The effective policy; with `explain`, each value's layer and the table's own Iceberg properties."""
     rows = explain_policy(effective)
-    width = max(len(field) for field, _, _ in rows)
+    iceberg = explain_iceberg_layer(effective.iceberg) if explain else []
+    width = max(len(field) for field, _, _ in [*rows, *iceberg])
     lines = [f"{name}: effective policy"]
     for field, value, source in rows:
         lines.append(f"  {field.ljust(width)}  {value}" + (f"   <- {source}" if explain else ""))
+    if iceberg:
+        lines.append("table's Iceberg properties (Iceberg honours them whatever icepack does):")
+        lines += [f"  {field.ljust(width)}  {value}   <- {source}" for field, value, source in iceberg]
     return "\n".join(lines)
 
 

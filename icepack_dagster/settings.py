@@ -15,6 +15,7 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 import yaml
 from pydantic import (
@@ -265,7 +266,8 @@ class IcepackSettings(BaseSettings):
     def resolved_state_url(self) -> str:
         if self.state_url is not None and self.state_url.get_secret_value():
             return self.state_url.get_secret_value()
-        return f"sqlite:///{self.home / 'state.db'}"
+        # SQLAlchemy percent-decodes a URL's database part: encode the path so '%' or '#' in it survive
+        return f"sqlite:///{quote(str(self.home / 'state.db'), safe='/')}"
 
     @classmethod
     def settings_customise_sources(

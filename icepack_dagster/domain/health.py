@@ -11,6 +11,11 @@ from collections.abc import Callable, Iterable
 
 from icepack_dagster.domain.health_model import HealthIssue, HealthState, Severity, TableHealth
 from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.iceberg_properties import (
+    METADATA_DELETE_AFTER_COMMIT,
+    METADATA_PREVIOUS_VERSIONS_MAX,
+    iceberg_value,
+)
 from icepack_dagster.domain.status import TableStatus
 
 SMALL_FILES = "SMALL_FILES"
@@ -125,13 +130,21 @@ def _deletes(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
     )
 
 
+def _refs(s: TableStatus) -> str:
+    """Which refs hold the snapshots: main and the other branches (main may have none)."""
+    branches = f"{s.branch_count} other branch{'es' if s.branch_count != 1 else ''}"
+    if s.snapshot_id is None:
+        return f"only on {branches} (main has no snapshot)" if s.branch_count else "on no branch"
+    return f"on main and {branches}" if s.branch_count else "on main"
+
+
 def _snapshot_count(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
     levels = (t.snapshot_count_warning, t.snapshot_count_critical)
     return _issue(
         SNAPSHOT_BACKLOG, "snapshot_count", s.snapshot_count, levels,
         lambda threshold: (
-            f"{s.snapshot_count} snapshots are retained (threshold {threshold:g}); they keep replaced "
-            "files on storage and grow the metadata, expiring snapshots would release them"
+            f"{s.snapshot_count} snapshots are retained {_refs(s)} (threshold {threshold:g}); they keep "
+            "replaced files on storage and grow the metadata, expiring snapshots would release them"
         ),
     )
 
@@ -151,14 +164,25 @@ def _snapshot_age(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
     )
 
 
+def _metadata_log_fix(s: TableStatus) -> str:
+    """What the table's own metadata properties, as Iceberg reads them, leave to change."""
+    pruning = iceberg_value(s.properties, METADATA_DELETE_AFTER_COMMIT)
+    kept = iceberg_value(s.properties, METADATA_PREVIOUS_VERSIONS_MAX)
+    if not pruning.value:
+        return (
+            f"set {METADATA_DELETE_AFTER_COMMIT}=true so commits prune it "
+            f"(to {METADATA_PREVIOUS_VERSIONS_MAX}, now {kept.value})"
+        )
+    return f"commits prune it already; lower {METADATA_PREVIOUS_VERSIONS_MAX} (now {kept.value})"
+
+
 def _metadata_log(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
     levels = (t.metadata_log_warning, t.metadata_log_critical)
     return _issue(
         METADATA_LOG_GROWTH, "metadata_log_entries", s.metadata_log_entries, levels,
         lambda threshold: (
             f"the metadata log lists {s.metadata_log_entries} previous metadata files (threshold "
-            f"{threshold:g}); lower write.metadata.previous-versions-max and set "
-            "write.metadata.delete-after-commit.enabled=true so commits prune it"
+            f"{threshold:g}); {_metadata_log_fix(s)}"
         ),
     )
 
@@ -167,8 +191,9 @@ _CHECKS = (_small_files, _manifests, _deletes, _snapshot_count, _snapshot_age, _
 
 
 def assess_health(status: TableStatus, thresholds: HealthThresholds) -> TableHealth:
-    """Judge a measured table; a table with no snapshot holds nothing to maintain and is healthy."""
-    if status.snapshot_id is None:
+    """Judge a measured table; a table with no snapshot on any ref holds nothing to maintain and is
+    healthy. Snapshots on branches count whether or not main has one: they hold files all the same."""
+    if status.snapshot_count == 0:
         return TableHealth(table=status.table, state=HealthState.HEALTHY)
     issues = tuple(issue for check in _CHECKS if (issue := check(status, thresholds)) is not None)
     state = worst_state(HealthState(issue.severity.value) for issue in issues)

@@ -4,6 +4,10 @@ Layers, weakest first: built-in defaults, then policy-file rules whose pattern m
 order), then the table's own `icepack.*` properties, so the people who own a table can tune it in the
 table itself. Every value is validated where it enters, so a bad value names the table, the field and
 why (docs/POLICY.md). The orphan-file age never goes below Iceberg's 24-hour guard, from any layer.
+
+The table's own Iceberg retention (`history.expire.*`, domain/iceberg_properties.py) is what Iceberg
+itself keeps; icepack keeps less only where the table's owner said so with an `icepack.*` property.
+Everywhere else snapshot retention is raised to at least what Iceberg would keep.
 """
 
 from __future__ import annotations
@@ -23,6 +27,14 @@ from pydantic import (
 )
 
 from icepack_dagster.domain.actions import ACTION_ORDER, MaintenanceAction
+from icepack_dagster.domain.iceberg_properties import (
+    MAX_SNAPSHOT_AGE_MS,
+    MIN_SNAPSHOTS_TO_KEEP,
+    IcebergValue,
+    iceberg_layer,
+    retention_floor,
+)
+from icepack_dagster.domain.property_text import parse_flag, parse_number, parse_whole_number
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.domain.window import MaintenanceWindow, parse_windows
 from icepack_dagster.exceptions import InvalidPolicyError
@@ -47,6 +59,9 @@ OrphanHours = Annotated[
 ]
 FileSize = Annotated[int, Field(strict=True, ge=1024, le=64 * 1024**3)]
 FileCount = Annotated[int, Field(strict=True, ge=1, le=100_000)]
+# What the Iceberg layer may raise retention to: any Java int count, any Java long age in milliseconds.
+RetainCount = Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
+RetentionHours = Annotated[float, Field(strict=True, ge=0, le=2**63 / 3_600_000, allow_inf_nan=False)]
 Failures = Annotated[int, Field(strict=True, ge=1, le=1000)]
 Boost = Annotated[float, Field(strict=True, ge=0, le=1000, allow_inf_nan=False)]
 Flag = Annotated[bool, Field(strict=True)]
@@ -70,8 +85,8 @@ class Policy(BaseModel):
         default=None, description="None: the table's write.target-file-size-bytes, else 512 MiB"
     )
     min_input_files: FileCount = Field(default=5, description="Rewrite only file groups of this many files")
-    snapshot_max_age_hours: Hours = Field(default=120.0, description="Expire snapshots older than this")
-    snapshot_retain_last: FileCount = Field(default=5, description="Always keep this many newest snapshots")
+    snapshot_max_age_hours: RetentionHours = Field(default=120.0, description="Expire older snapshots")
+    snapshot_retain_last: RetainCount = Field(default=5, description="Always keep this many newest snapshots")
     orphan_older_than_hours: OrphanHours = Field(default=72.0, description="Only older unreferenced files go")
     actions: dict[MaintenanceAction, Flag] = Field(default_factory=_all_actions)
     quarantine_after_failures: Failures = 3
@@ -133,6 +148,9 @@ class EffectivePolicy(BaseModel):
 
     policy: Policy
     sources: dict[str, str]
+    iceberg: tuple[IcebergValue, ...] = Field(
+        default=(), description="The table's own Iceberg properties, as Iceberg reads them"
+    )
 
 
 DEFAULT = "default"
@@ -140,41 +158,17 @@ _PROPERTY_PREFIX = "icepack."
 _IGNORED_PREFIXES = ("icepack.spark.sql.",)  # Spark SQL overrides: domain/spark_overrides.py
 _IGNORED_KEYS = frozenset({"icepack.small-file-threshold-bytes"})  # read by the status reader
 _ACTION_PROPERTY = re.compile(r"^icepack\.action\.(?P<action>.+)\.enabled$")
-_INT = re.compile(r"^[+-]?[0-9]+$", re.ASCII)
-_FLOAT = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$", re.ASCII)
-_MAX_NUMBER_TEXT = 40  # longer digit strings are never a sensible setting
-
-
-def _parse_int(text: str) -> int:
-    if len(text) > _MAX_NUMBER_TEXT or not _INT.match(text):
-        raise ValueError("must be a whole number written with digits 0-9")
-    return int(text)
-
-
-def _parse_float(text: str) -> float:
-    if len(text) > _MAX_NUMBER_TEXT or not _FLOAT.match(text):
-        raise ValueError("must be a number written with digits 0-9 (e.g. 6 or 0.5)")
-    return float(text)
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered not in ("true", "false"):
-        raise ValueError("must be true or false")
-    return lowered == "true"
-
-
 _PROPERTIES: dict[str, tuple[str, Any]] = {
-    "icepack.enabled": ("enabled", _parse_bool),
-    "icepack.cadence-hours": ("cadence_hours", _parse_float),
-    "icepack.target-file-size-bytes": ("target_file_size_bytes", _parse_int),
-    "icepack.min-input-files": ("min_input_files", _parse_int),
-    "icepack.snapshot.max-age-hours": ("snapshot_max_age_hours", _parse_float),
-    "icepack.snapshot.retain-last": ("snapshot_retain_last", _parse_int),
-    "icepack.orphan.older-than-hours": ("orphan_older_than_hours", _parse_float),
+    "icepack.enabled": ("enabled", parse_flag),
+    "icepack.cadence-hours": ("cadence_hours", parse_number),
+    "icepack.target-file-size-bytes": ("target_file_size_bytes", parse_whole_number),
+    "icepack.min-input-files": ("min_input_files", parse_whole_number),
+    "icepack.snapshot.max-age-hours": ("snapshot_max_age_hours", parse_number),
+    "icepack.snapshot.retain-last": ("snapshot_retain_last", parse_whole_number),
+    "icepack.orphan.older-than-hours": ("orphan_older_than_hours", parse_number),
     "icepack.window": ("windows", parse_windows),
-    "icepack.quarantine-after-failures": ("quarantine_after_failures", _parse_int),
-    "icepack.priority-boost": ("priority_boost", _parse_float),
+    "icepack.quarantine-after-failures": ("quarantine_after_failures", parse_whole_number),
+    "icepack.priority-boost": ("priority_boost", parse_number),
 }
 PROPERTY_NAMES: tuple[str, ...] = (
     *_PROPERTIES, *(f"icepack.action.{action}.enabled" for action in ACTION_ORDER)
@@ -196,7 +190,7 @@ def _property_overrides(table: str, key: str, raw: str) -> PolicyOverrides | Non
             name = action_match["action"]
             if name not in {a.value for a in ACTION_ORDER}:
                 raise ValueError(f"unknown action {name!r}; actions: {', '.join(ACTION_ORDER)}")
-            return PolicyOverrides(actions={MaintenanceAction(name): _parse_bool(text)})
+            return PolicyOverrides(actions={MaintenanceAction(name): parse_flag(text)})
         if key not in _PROPERTIES:
             raise ValueError(f"unknown icepack property; known: {', '.join(PROPERTY_NAMES)} (docs/POLICY.md)")
         field, parse = _PROPERTIES[key]
@@ -240,11 +234,37 @@ def resolve_policy(
         if overrides is not None:
             apply(overrides, f"table property {key}")
 
+    _honour_iceberg_retention(properties, values, sources)
     values["actions"] = actions
     action_sources = {sources[f"actions.{a}"] for a in ACTION_ORDER}
     mixed = "per action, see actions.<action>"
     sources["actions"] = action_sources.pop() if len(action_sources) == 1 else mixed
-    return EffectivePolicy(policy=Policy.model_validate(values), sources=sources)
+    return EffectivePolicy(
+        policy=Policy.model_validate(values), sources=sources, iceberg=iceberg_layer(properties)
+    )
+
+
+_FLOOR = "Iceberg's own expiry keeps that much; an icepack.* property may keep less"
+
+
+def _owner_set(source: str) -> bool:
+    return source.startswith(f"table property {_PROPERTY_PREFIX}")
+
+
+def _honour_iceberg_retention(
+    properties: dict[str, str], values: dict[str, Any], sources: dict[str, str]
+) -> None:
+    """Raise snapshot retention to the table's `history.expire.*` unless an `icepack.*` property of the
+    table set it: Iceberg alone would keep that much, and only the owner may decide to keep less."""
+    keep, hours = retention_floor(properties)
+    if keep is not None and not _owner_set(sources["snapshot_retain_last"]):
+        if keep > values["snapshot_retain_last"]:
+            values["snapshot_retain_last"] = keep
+            sources["snapshot_retain_last"] = f"table property {MIN_SNAPSHOTS_TO_KEEP} ({_FLOOR})"
+    if hours is not None and not _owner_set(sources["snapshot_max_age_hours"]):
+        if hours > values["snapshot_max_age_hours"]:
+            values["snapshot_max_age_hours"] = hours
+            sources["snapshot_max_age_hours"] = f"table property {MAX_SNAPSHOT_AGE_MS} ({_FLOOR})"
 
 
 def _display(value: Any) -> str:

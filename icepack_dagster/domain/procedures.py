@@ -19,6 +19,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.iceberg_properties import (
+    GC_ENABLED,
+    MAX_SNAPSHOT_AGE_MS,
+    MIN_SNAPSHOTS_TO_KEEP,
+    gc_enabled,
+    retention_floor,
+    unreadable_for,
+)
 from icepack_dagster.domain.option_values import Validator, boolean, int_between
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import (
@@ -31,12 +39,6 @@ SESSION_SETUP: tuple[str, ...] = ("SET spark.sql.variable.substitute=false",)
 ORPHAN_MIN_AGE = timedelta(hours=24)  # Iceberg's own floor; never go below it
 _CATALOG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DECIMAL = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?")
-
-
-
-
-
-
 
 
 def _ratio(value: str) -> str:
@@ -111,7 +113,7 @@ ARGUMENT_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
     MaintenanceAction.REWRITE_MANIFESTS: {"use_caching": boolean, "spec_id": int_between(0, 100_000)},
     MaintenanceAction.EXPIRE_SNAPSHOTS: {
         "older_than": _timestamp,
-        "retain_last": int_between(1, 100_000),
+        "retain_last": int_between(1, 2**31 - 1),  # up to any history.expire.min-snapshots-to-keep
         "max_concurrent_deletes": int_between(1, 1000),
         "stream_results": boolean,
         "clean_expired_metadata": boolean,
@@ -235,6 +237,33 @@ def render_call(catalog: str, key: TableKey, action: MaintenanceAction, options:
     return f"CALL {catalog}.system.{action.value}({', '.join(arguments)})"
 
 
+def _retention_guard(
+    key: TableKey, options: Mapping[str, str], properties: Mapping[str, str], now: datetime
+) -> None:
+    """Refuse an expiry that keeps less than the table's own history.expire.* would, unless the table's
+    owner chose to through icepack.snapshot.* (a stale plan, made before the property changed)."""
+    keep, hours = retention_floor(properties)
+    retain = options.get("retain_last", "")  # malformed values are refused when the call is rendered
+    owner_count, owner_age = "icepack.snapshot.retain-last", "icepack.snapshot.max-age-hours"
+    if keep is not None and owner_count not in properties and retain.isdecimal() and int(retain) < keep:
+        raise UnsafeMaintenanceError(
+            f"table {key.text}: expire_snapshots refused: retain_last {retain} is fewer than the table's "
+            f"{MIN_SNAPSHOTS_TO_KEEP}={keep}, which Iceberg itself keeps; set {owner_count} to keep fewer"
+        )
+    older = options.get("older_than")
+    if hours is not None and owner_age not in properties and older is not None:
+        try:
+            older_than = parse_timestamp(older)
+        except ValueError as error:
+            raise InvalidProcedureOptionError(key.text, "older_than", older, str(error)) from None
+        if (now - older_than).total_seconds() / 3600 < hours:
+            raise UnsafeMaintenanceError(
+                f"table {key.text}: expire_snapshots refused: older_than {older_than.isoformat()} is younger "
+                f"than the table's {MAX_SNAPSHOT_AGE_MS} ({hours:g} h), which Iceberg itself keeps; set "
+                f"{owner_age} to keep less"
+            )
+
+
 def guard_action(
     key: TableKey,
     action: MaintenanceAction,
@@ -242,15 +271,20 @@ def guard_action(
     properties: Mapping[str, str],
     now: datetime,
 ) -> None:
-    """Refuse what must never run: destructive actions on a table with gc.enabled=false, and orphan
-    removal that would consider files younger than 24 hours (they may belong to a running write)."""
+    """Refuse what must never run: destructive actions on a table whose gc.enabled Iceberg reads as false,
+    an action Iceberg would fail for an unreadable table property, an expiry keeping less than the
+    table's own history.expire.* (unless its owner chose so), and orphan removal that would consider
+    files younger than 24 hours (they may belong to a running write)."""
     now = now if now.tzinfo else now.replace(tzinfo=UTC)
-    # Iceberg reads gc.enabled with Boolean.parseBoolean: anything but "true" disables garbage collection.
-    if action.destructive and properties.get("gc.enabled", "true").lower() != "true":
+    if action.destructive and not gc_enabled(properties):
         raise UnsafeMaintenanceError(
-            f"table {key.text}: {action} refused: the table sets gc.enabled={properties['gc.enabled']!r}, "
-            "so maintenance must never delete its files"
+            f"table {key.text}: {action} refused: the table sets gc.enabled={properties[GC_ENABLED]!r}, "
+            "which Iceberg reads as false, so maintenance must never delete its files"
         )
+    if (unreadable := unreadable_for(action, properties)) is not None:
+        raise UnsafeMaintenanceError(f"table {key.text}: {action} refused: {unreadable}")
+    if action is MaintenanceAction.EXPIRE_SNAPSHOTS:
+        _retention_guard(key, options, properties, now)
     if action is MaintenanceAction.REMOVE_ORPHAN_FILES and "older_than" in options:
         value = options["older_than"]
         try:

@@ -1,8 +1,9 @@
 """Recommendation: which maintenance one table should get now, with options, a reason and a priority;
 and, for every action left out, the reason it was left out.
 
-Gates apply in this order: unknown health, table disabled, quarantine, no snapshot (all actions); then
-per action: disabled by policy, gc.enabled=false (destructive actions), cadence, and finally whether
+Gates apply in this order: unknown health, table disabled, quarantine, no snapshot on any ref (all
+actions); then per action: disabled by policy, gc.enabled not true as Iceberg reads it (destructive
+actions), a table property Iceberg cannot read for the action, cadence, and finally whether
 the metadata shows anything to gain. The gains are estimates from metadata alone (docs/POLICY.md,
 "Recommendation"). Pure and deterministic given `now`.
 """
@@ -23,18 +24,28 @@ from icepack_dagster.domain.health import (
 )
 from icepack_dagster.domain.health_model import HealthState, TableHealth
 from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.iceberg_properties import (
+    GC_ENABLED,
+    MANIFEST_TARGET_SIZE_BYTES,
+    gc_enabled,
+    iceberg_value,
+    unreadable_for,
+)
 from icepack_dagster.domain.policy import Policy
 from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
 from icepack_dagster.domain.status import TableStatus
 
 ORPHAN_CADENCE_HOURS = 7 * 24  # orphans are invisible in metadata: look for them at most weekly
-MANIFEST_TARGET_BYTES = 8 * 1024**2  # Iceberg's commit.manifest.target-size-bytes default
 MANIFEST_MIN_COUNT = 10
 FIXED_COST = 1.0  # per action: planning, a commit, a Spark job
 COST_BYTES = 1024**3  # one cost unit per GiB read and rewritten
 GAIN_BYTES = 128 * 1024**2  # reclaiming 128 MiB is worth as much as removing one file
 
-GC_DISABLED = "gc.enabled=false on the table: destructive actions are never run"
+
+
+def gc_disabled_reason(value: str | None) -> str:
+    """Why destructive actions are skipped on a table whose gc.enabled Iceberg reads as false."""
+    return f"gc.enabled={value!r} on the table, which Iceberg reads as false: destructive actions never run"
 
 
 @dataclass(frozen=True)
@@ -149,13 +160,14 @@ class _Planner:
 
     def _manifests(self) -> _Plan | str:
         s = self.status
-        ideal = max(1, ceil(s.manifest_bytes / MANIFEST_TARGET_BYTES))
+        target = iceberg_value(s.properties, MANIFEST_TARGET_SIZE_BYTES).value
+        ideal = max(1, ceil(s.manifest_bytes / max(1, int(target))))
         many = s.manifest_count >= max(MANIFEST_MIN_COUNT, 2 * ideal)
         if not many and not (TOO_MANY_MANIFESTS in self.codes and s.manifest_count > ideal):
             return f"{s.manifest_count} manifests ({format_bytes(s.manifest_bytes)}), about {ideal} ideally"
         return _Plan(
             f"{s.manifest_count} manifests ({format_bytes(s.manifest_bytes)}) would fit in about {ideal} "
-            f"of {format_bytes(MANIFEST_TARGET_BYTES)}; fewer manifests make query planning cheaper",
+            f"of {format_bytes(int(target))}; fewer manifests make query planning cheaper",
             {},
             _Gain(files_removed=s.manifest_count - ideal, bytes_to_rewrite=s.manifest_bytes),
         )
@@ -203,7 +215,7 @@ def _table_gate(
             f"quarantined after {history.consecutive_failures} consecutive failures: "
             f"{history.last_error or 'no error recorded'}"
         )
-    if status.snapshot_id is None:
+    if status.snapshot_count == 0:
         return "table has no snapshot"
     return None
 
@@ -236,7 +248,7 @@ def recommend(
     if gate is not None:
         skipped_all = tuple(SkippedAction(action=a, reason=gate) for a in ACTION_ORDER)
         return Recommendation(table=status.table, skipped=skipped_all)
-    gc_disabled = status.properties.get("gc.enabled", "true").strip().lower() == "false"
+    gc_disabled = not gc_enabled(status.properties)
     planner = _Planner(status, health, policy, now)
     actions: list[RecommendedAction] = []
     skipped: list[SkippedAction] = []
@@ -246,9 +258,9 @@ def recommend(
         if not policy.action_enabled(action):
             reason = f"disabled by policy (icepack.action.{action}.enabled=false)"
         elif action.destructive and gc_disabled:
-            reason = GC_DISABLED
+            reason = gc_disabled_reason(status.properties.get(GC_ENABLED))
         else:
-            reason = _cadence_gate(action, policy, history, now)
+            reason = unreadable_for(action, status.properties) or _cadence_gate(action, policy, history, now)
         if reason is None:
             plan = planner.plan(action)
             if isinstance(plan, str):

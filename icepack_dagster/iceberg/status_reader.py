@@ -22,6 +22,8 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.iceberg_properties import TARGET_FILE_SIZE_BYTES, iceberg_value
+from icepack_dagster.domain.property_text import parse_whole_number
 from icepack_dagster.domain.status import FileSizeBucket, TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import (
@@ -45,9 +47,7 @@ from icepack_dagster.iceberg.manifest_reader import (
 
 logger = logging.getLogger(__name__)
 
-TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
 SMALL_FILE_THRESHOLD_PROPERTY = "icepack.small-file-threshold-bytes"
-DEFAULT_TARGET_FILE_SIZE_BYTES = 536_870_912  # Iceberg's own default for write.target-file-size-bytes
 
 # What a damaged or unreadable manifest raises: I/O, truncated or corrupt Avro, a schema that is no manifest.
 METADATA_READ_ERRORS = (
@@ -77,14 +77,7 @@ def unreadable_metadata(table: str, what: str, error: Exception) -> IcepackError
     return MetadataReadError(f"table {table}: {what} could not be read ({cause}); {hint}")
 
 
-def _positive_int_property(table: str, properties: Mapping[str, str], name: str, default: int) -> int:
-    raw = properties.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise InvalidPolicyError(table, name, raw, "must be a whole number of bytes") from None
+def _positive(table: str, name: str, raw: str, value: int) -> int:
     if value <= 0:
         raise InvalidPolicyError(table, name, raw, "must be greater than zero")
     return value
@@ -95,14 +88,22 @@ def file_size_limits(
 ) -> tuple[int, int]:
     """(target file size, small-file threshold) in bytes for a table, from its properties.
 
-    The threshold is `icepack.small-file-threshold-bytes` when set, else the default ratio of the
-    target size, which is `write.target-file-size-bytes` or Iceberg's default.
+    The target is `write.target-file-size-bytes` as Iceberg reads it (or Iceberg's default); the
+    threshold is `icepack.small-file-threshold-bytes` (plain ASCII digits, like every `icepack.*`
+    number) when set, else the default ratio of the target.
     """
-    target = _positive_int_property(
-        table, properties, TARGET_FILE_SIZE_PROPERTY, DEFAULT_TARGET_FILE_SIZE_BYTES
-    )
-    default_small = max(1, int(target * thresholds.small_file_default_ratio))
-    return target, _positive_int_property(table, properties, SMALL_FILE_THRESHOLD_PROPERTY, default_small)
+    target = iceberg_value(properties, TARGET_FILE_SIZE_BYTES)
+    if target.error is not None:
+        raise InvalidPolicyError(table, TARGET_FILE_SIZE_BYTES, target.raw or "", target.error)
+    size = _positive(table, TARGET_FILE_SIZE_BYTES, target.raw or "", int(target.value))
+    raw = properties.get(SMALL_FILE_THRESHOLD_PROPERTY)
+    if raw is None:
+        return size, max(1, int(size * thresholds.small_file_default_ratio))
+    try:
+        small = parse_whole_number(raw.strip())
+    except ValueError as error:
+        raise InvalidPolicyError(table, SMALL_FILE_THRESHOLD_PROPERTY, raw, f"{error} (bytes)") from None
+    return size, _positive(table, SMALL_FILE_THRESHOLD_PROPERTY, raw, small)
 
 
 def _summaries(

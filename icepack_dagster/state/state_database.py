@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, event, insert, select
 from sqlalchemy.engine import Engine as SqlEngine
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from icepack_dagster.exceptions import ConfigurationError
@@ -66,8 +67,9 @@ def open_state_database(url: str, metadata: MetaData) -> SqlEngine:
 
 
 def _new_engine(url: str) -> SqlEngine:
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    database = make_url(url).database  # decoded: a home path may hold '%' or spaces
+    if url.startswith("sqlite:///") and database:
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, pool_pre_ping=True)
     if url.startswith("sqlite"):
         event.listen(engine, "connect", _sqlite_wal)

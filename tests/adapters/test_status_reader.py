@@ -307,7 +307,13 @@ def test_unreadable_manifest_names_table_and_file(spark, catalogs, namespace) ->
 
 @pytest.mark.parametrize(
     ("prop", "value"),
-    [("write.target-file-size-bytes", "large"), ("icepack.small-file-threshold-bytes", "0")],
+    [
+        ("write.target-file-size-bytes", "large"),
+        ("write.target-file-size-bytes", "1_000"),  # Java's Long.parseLong refuses it, so does Iceberg
+        ("icepack.small-file-threshold-bytes", "0"),
+        ("icepack.small-file-threshold-bytes", "1_000"),  # icepack.* numbers: plain ASCII digits only
+        ("icepack.small-file-threshold-bytes", "１０００"),
+    ],
 )
 def test_invalid_size_property_names_table_and_field(spark, catalogs, namespace, prop, value) -> None:
     key, qualified = _table(catalogs, "lake", namespace, "badprops")

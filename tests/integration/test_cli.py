@@ -131,8 +131,10 @@ def test_dry_run_then_maintain_compacts_tenfold_with_identical_contents(lakehous
 def test_bad_input_is_a_clear_error(lakehouse: Path) -> None:
     missing = run(lakehouse, "status", "demo.no_such_table", expect=1)
     assert "demo.no_such_table" in missing.stderr and "Traceback" not in missing.stderr
-    malformed = run(lakehouse, "status", "no_namespace", expect=1)
+    malformed = run(lakehouse, "status", "no_namespace", expect=2)  # an ill-formed name is bad usage
     assert "namespace.table" in malformed.stderr
+    ill_formed = run(lakehouse, "maintain", "foo", expect=2)
+    assert "'foo' is not a table identifier" in ill_formed.stderr and "Traceback" not in ill_formed.stderr
     usage = run(lakehouse, "maintain", expect=2)
     assert "TABLE" in usage.stderr
 

@@ -57,16 +57,19 @@ def make_table(
     partitions: int = 0,
     properties: dict[str, str] | None = None,
     rows: int = 10,
+    catalog: str = "lake",
 ) -> TableKey:
     """`rows` rows per commit, ids counting up; with `partitions`, identity-partitioned by `p = id %
-    partitions`. Written with PyIceberg (no Spark job): each commit writes one file per partition."""
-    key = TableKey(catalog="lake", namespace=(namespace,), name=name)
+    partitions`. Written with PyIceberg (no Spark job): each commit writes one file per partition. In
+    `catalog` ("lake", the embedded SQLite catalog, or "pg", the PostgreSQL one)."""
+    key = TableKey(catalog=catalog, namespace=(namespace,), name=name)
+    catalogs.get(catalog).create_namespace_if_not_exists(key.namespace)
     spec = (
         PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="p"))
         if partitions
         else PartitionSpec()
     )
-    catalogs.get("lake").create_table(
+    catalogs.get(catalog).create_table(
         key.identifier, SCHEMA, partition_spec=spec, properties=properties or {"format-version": "2"}
     )
     for start in range(0, rows * commits, rows):
@@ -83,7 +86,7 @@ def append_rows(catalogs: CatalogSet, key: TableKey, start: int, end: int, parti
             "payload": pa.array([f"row-{i}" for i in ids]),
         }
     )
-    catalogs.get("lake").load_table(key.identifier).append(batch)
+    catalogs.get(key.catalog).load_table(key.identifier).append(batch)
 
 
 def local(path: str) -> Path:
@@ -91,7 +94,7 @@ def local(path: str) -> Path:
 
 
 def table_dir(catalogs: CatalogSet, key: TableKey) -> Path:
-    return local(catalogs.get("lake").load_table(key.identifier).location())
+    return local(catalogs.get(key.catalog).load_table(key.identifier).location())
 
 
 def files_under(root: Path) -> set[Path]:
@@ -104,10 +107,20 @@ def age_files(root: Path, when: float = FIVE_DAYS_AGO) -> None:
         os.utime(path, (when, when))
 
 
+def plant_orphan(catalogs: CatalogSet, key: TableKey) -> Path:
+    """A copy of one data file that no metadata references, with every file of the table aged 5 days."""
+    root = table_dir(catalogs, key)
+    data_file = sorted(files_under(root / "data"))[0]
+    orphan = data_file.with_name("orphan.parquet")
+    orphan.write_bytes(data_file.read_bytes())
+    age_files(root)
+    return orphan
+
+
 def referenced_files(spark: SparkSession, catalogs: CatalogSet, key: TableKey) -> set[Path]:
     """Every file the table's metadata reaches, read through Spark's metadata tables (all snapshots,
     branches and tags) and the statistics entries of the current metadata."""
-    q = qualified_table("lake", key)
+    q = qualified_table(key.catalog, key)
     queries = (
         f"SELECT file_path FROM {q}.all_files",
         f"SELECT path FROM {q}.all_manifests",
@@ -115,14 +128,14 @@ def referenced_files(spark: SparkSession, catalogs: CatalogSet, key: TableKey) -
         f"SELECT file FROM {q}.metadata_log_entries",
     )
     found = {local(row[0]) for query in queries for row in spark.sql(query).collect()}
-    metadata = catalogs.get("lake").load_table(key.identifier).metadata
+    metadata = catalogs.get(key.catalog).load_table(key.identifier).metadata
     found |= {local(s.statistics_path) for s in (*metadata.statistics, *metadata.partition_statistics)}
     return found
 
 
 def contents_by_version(spark: SparkSession, key: TableKey) -> dict[str, tuple[int, str]]:
     """The contents fingerprint of every snapshot, branch and tag (one Spark job for all of them)."""
-    q = qualified_table("lake", key)
+    q = qualified_table(key.catalog, key)
     versions = [str(r[0]) for r in spark.sql(f"SELECT snapshot_id FROM {q}.snapshots").collect()]
     versions += [f"'{r[0]}'" for r in spark.sql(f"SELECT name FROM {q}.refs").collect()]
     union = " UNION ALL ".join(
@@ -135,7 +148,7 @@ def contents_by_version(spark: SparkSession, key: TableKey) -> dict[str, tuple[i
 
 
 def snapshot_rows(spark: SparkSession, key: TableKey) -> list[Any]:
-    q = qualified_table("lake", key)
+    q = qualified_table(key.catalog, key)
     return spark.sql(
         f"SELECT snapshot_id, parent_id, operation FROM {q}.snapshots ORDER BY committed_at, snapshot_id"
     ).collect()
@@ -197,6 +210,14 @@ def _poll(condition: Any) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met before the deadline")
         time.sleep(0.02)
+
+
+def wait_past_newest_snapshot(catalogs: CatalogSet, key: TableKey) -> None:
+    """Return once the table's newest snapshot is more than a second old: expiry's `older_than` is
+    floored to the second, so a snapshot committed in the current second is never expired."""
+    metadata = catalogs.get(key.catalog).load_table(key.identifier).metadata
+    newest = max(s.timestamp_ms for s in metadata.snapshots) / 1000
+    _poll(lambda: time.time() >= int(newest) + 1.0)
 
 
 def run_in_thread(target: Any) -> tuple[threading.Thread, dict[str, Any]]:

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.procedures import SESSION_SETUP, existence_probe, qualified_table
-from icepack_dagster.domain.recommendation import GC_DISABLED
+from icepack_dagster.domain.recommendation import gc_disabled_reason
 from icepack_dagster.engine import TABLE_GONE, Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.presentation import format_report
@@ -27,9 +27,9 @@ from icepack_dagster.state.history_store import HistoryStore
 from tests.safety.safety_testkit import (
     MOR_V2,
     RecordingSpark,
-    age_files,
     files_under,
     make_table,
+    plant_orphan,
     snapshot_rows,
     table_dir,
 )
@@ -45,15 +45,6 @@ EAGER = {
 }
 
 
-def plant_orphan(catalogs: CatalogSet, key) -> Path:  # type: ignore[no-untyped-def]
-    root = table_dir(catalogs, key)
-    data_file = sorted(files_under(root / "data"))[0]
-    orphan = data_file.with_name("orphan.parquet")
-    orphan.write_bytes(data_file.read_bytes())
-    age_files(root)
-    return orphan
-
-
 def test_a_gc_disabled_table_gets_no_destructive_action(
     spark: SparkSession, catalogs: CatalogSet, engine: Engine, namespace: str
 ) -> None:
@@ -67,7 +58,8 @@ def test_a_gc_disabled_table_gets_no_destructive_action(
 
     by_action = {r.action: r for r in fresh.results}
     for destructive in (A.EXPIRE_SNAPSHOTS, A.REMOVE_ORPHAN_FILES):
-        assert by_action[destructive].status == "skipped" and by_action[destructive].reason == GC_DISABLED
+        skipped = by_action[destructive]
+        assert skipped.status == "skipped" and skipped.reason == gc_disabled_reason("false")
     assert snapshot_rows(spark, key) == snapshots and files_under(root) == files and orphan.exists()
 
     spark.sql(f"ALTER TABLE {q} SET TBLPROPERTIES ('gc.enabled'='true')")

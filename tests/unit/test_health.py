@@ -216,3 +216,33 @@ def test_any_status_gets_a_state_equal_to_its_worst_issue(
     assert len({i.code for i in health.issues}) == len(health.issues)
     assert all(i.value >= i.threshold for i in health.issues)
     assert health.state is worst_state(HealthState(i.severity.value) for i in health.issues)
+
+
+def test_a_branch_only_table_is_judged_by_its_branch_snapshots() -> None:
+    branch_only = make_status(
+        snapshot_id=None, live_data_files=0, live_data_bytes=0, manifest_count=0, snapshot_count=250,
+        branch_count=2,
+    )
+    health = assess_health(branch_only, DEFAULTS)
+    backlog = next(i for i in health.issues if i.code == SNAPSHOT_BACKLOG)
+    assert health.state is HealthState.WARNING and backlog.value == 250
+    assert "only on 2 other branches (main has no snapshot)" in backlog.message
+
+
+def test_a_branch_heavy_table_counts_every_branchs_snapshots() -> None:
+    health = assess_health(make_status(snapshot_count=120, branch_count=1), DEFAULTS)
+    [backlog] = [i for i in health.issues if i.code == SNAPSHOT_BACKLOG]
+    assert backlog.value == 120 and "retained on main and 1 other branch (" in backlog.message
+
+
+def test_metadata_log_advice_follows_the_tables_own_metadata_properties() -> None:
+    prune, keep = "write.metadata.delete-after-commit.enabled", "write.metadata.previous-versions-max"
+
+    def advice(properties: dict[str, str]) -> str:
+        status = make_status(metadata_log_entries=200, properties=properties)
+        [issue] = [i for i in assess_health(status, DEFAULTS).issues if i.code == METADATA_LOG_GROWTH]
+        return issue.message
+
+    assert f"set {prune}=true so commits prune it (to {keep}, now 100)" in advice({})
+    assert f"commits prune it already; lower {keep} (now 300)" in advice({prune: "TRUE", keep: "300"})
+    assert f"set {prune}=true" in advice({prune: "yes"})  # Iceberg reads "yes" as false

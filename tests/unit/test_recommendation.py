@@ -19,7 +19,7 @@ from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.policy import Policy
-from icepack_dagster.domain.recommendation import GC_DISABLED, recommend
+from icepack_dagster.domain.recommendation import gc_disabled_reason, recommend
 from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
 from icepack_dagster.domain.status import TableStatus
 from tests.factories import NOW, MiB, make_status
@@ -233,18 +233,26 @@ def test_cadence_not_elapsed_says_when_it_last_ran() -> None:
     assert "last ran 2.0 h ago" in skip_reason(naive_run, A.REWRITE_DATA_FILES)
 
 
-@pytest.mark.parametrize("value", ["false", "FALSE", " False "])
+# Iceberg reads gc.enabled with Java's Boolean.parseBoolean: only "true", in any letter case, is true.
+@pytest.mark.parametrize("value", ["false", "FALSE", " False ", "no", "0", "1", "yes", "true ", " true", ""])
 def test_gc_disabled_tables_never_get_destructive_actions(value: str) -> None:
     status = make_status(
         **small_files(80), snapshot_count=50, oldest_snapshot_age_seconds=900_000.0,
         properties={"gc.enabled": value},
     )
     r = run(status)
-    assert all(skip_reason(r, action) == GC_DISABLED for action in DESTRUCTIVE)
-    assert GC_DISABLED == "gc.enabled=false on the table: destructive actions are never run"
+    assert all(skip_reason(r, action) == gc_disabled_reason(value) for action in DESTRUCTIVE)
+    assert f"gc.enabled={value!r} on the table, which Iceberg reads as false" in gc_disabled_reason(value)
     assert A.REWRITE_DATA_FILES in recommended(r)
-    gc_on = status.model_copy(update={"properties": {"gc.enabled": "true"}})
-    assert A.EXPIRE_SNAPSHOTS in recommended(run(gc_on))
+
+
+@pytest.mark.parametrize("value", ["true", "TRUE", "True", "tRuE"])
+def test_gc_enabled_in_any_letter_case_allows_destructive_actions(value: str) -> None:
+    status = make_status(
+        **small_files(80), snapshot_count=50, oldest_snapshot_age_seconds=900_000.0,
+        properties={"gc.enabled": value},
+    )
+    assert {A.EXPIRE_SNAPSHOTS, A.REMOVE_ORPHAN_FILES} <= set(recommended(run(status)))
 
 
 def test_a_table_with_no_snapshot_gets_nothing() -> None:
@@ -350,3 +358,28 @@ def test_any_table_gets_each_action_decided_exactly_once(
             assert older_than <= NOW - timedelta(hours=min(policy.snapshot_max_age_hours, 24))
     if A.EXPIRE_SNAPSHOTS in recommended(r):
         assert recommended(r)[A.EXPIRE_SNAPSHOTS].options["retain_last"] == str(policy.snapshot_retain_last)
+
+
+def test_a_branch_only_table_gets_expiry_and_the_orphan_sweep() -> None:
+    branch_only = make_status(
+        snapshot_id=None, live_data_files=0, live_data_bytes=0, manifest_count=0, manifest_bytes=0,
+        snapshot_count=40, oldest_snapshot_age_seconds=900_000.0, branch_count=1,
+    )
+    assert {A.EXPIRE_SNAPSHOTS, A.REMOVE_ORPHAN_FILES} <= set(recommended(run(branch_only)))
+
+
+def test_an_expiry_iceberg_cannot_run_for_an_unreadable_property_is_skipped_saying_why() -> None:
+    status = make_status(
+        snapshot_count=50, oldest_snapshot_age_seconds=900_000.0,
+        properties={"history.expire.min-snapshots-to-keep": "1_000"},
+    )
+    reason = skip_reason(run(status), A.EXPIRE_SNAPSHOTS)
+    assert "history.expire.min-snapshots-to-keep='1_000' cannot be read by Iceberg" in reason
+    assert A.REMOVE_ORPHAN_FILES in recommended(run(status))
+
+
+def test_manifests_are_judged_against_the_tables_own_manifest_target() -> None:
+    status = make_status(manifest_count=12, manifest_bytes=12 * 64 * 1024)
+    assert A.REWRITE_MANIFESTS in recommended(run(status))
+    small_target = status.model_copy(update={"properties": {"commit.manifest.target-size-bytes": "65536"}})
+    assert "about 12 ideally" in skip_reason(run(small_target), A.REWRITE_MANIFESTS)

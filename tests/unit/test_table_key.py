@@ -49,3 +49,47 @@ def test_people_may_omit_the_catalog() -> None:
     assert resolve_table_argument("a.b.t", ["lake"], "lake").namespace == ("a", "b")
     with pytest.raises(InvalidTableIdentifierError, match="namespace.table"):
         resolve_table_argument("justatable", ["lake"], "lake")
+
+
+names = st.lists(st.sampled_from(["lake", "pg", "h"]), min_size=1, max_size=2, unique=True)
+
+
+@given(catalogs=names, namespace=st.lists(part, min_size=1, max_size=3), name=part, data=st.data())
+def test_cli_name_reads_back_as_exactly_that_table(
+    catalogs: list[str], namespace: list[str], name: str, data: st.DataObject
+) -> None:
+    catalog = data.draw(st.sampled_from(catalogs))
+    key = TableKey(catalog=catalog, namespace=tuple(namespace), name=name)
+    printed = key.cli_name(catalogs)
+    assert resolve_table_argument(printed, catalogs, catalogs[0]) == key
+    if len(catalogs) > 1:
+        assert printed == key.text  # the partition key names the catalog too
+
+
+def test_dotted_nested_and_substitution_names_are_told_apart() -> None:
+    nested = TableKey(catalog="lake", namespace=("h", "weird"), name="t")
+    dotted = TableKey(catalog="lake", namespace=("h",), name="weird.t")
+    assert nested.cli_name(["lake"]) == "h.weird.t"
+    assert dotted.cli_name(["lake"]) == "h.weird%2Et"
+    tagged = TableKey(catalog="lake", namespace=("refs",), name="Tagged.Table-v2")
+    assert tagged.cli_name(["lake"]) == "refs.Tagged%2ETable-v2"
+    substituted = TableKey(catalog="lake", namespace=("s",), name="${x}")
+    assert substituted.cli_name(["lake"]) == "s.${x}"
+    # a first namespace level named like a catalog keeps the catalog prefix, so it is not read as one
+    shadow = TableKey(catalog="lake", namespace=("lake", "x"), name="t")
+    assert shadow.cli_name(["lake"]) == "lake.lake.x.t"
+    assert resolve_table_argument("lake.lake.x.t", ["lake"], "lake") == shadow
+
+
+def test_partition_keys_of_simple_names_are_unchanged() -> None:
+    assert TableKey(catalog="lake", namespace=("demo",), name="events_small_files").text == (
+        "lake.demo.events_small_files"
+    )
+
+
+@pytest.mark.parametrize("bad", ["ns.50%", "ns.a%2", "ns.%zz", "ns.%C3%28"])
+def test_a_stray_or_broken_escape_is_refused(bad: str) -> None:
+    with pytest.raises(InvalidTableIdentifierError, match="is not a table name"):
+        resolve_table_argument(bad, ["lake"], "lake")
+    with pytest.raises(InvalidTableIdentifierError, match="is not a table name"):
+        parse_table_key("lake." + bad)

@@ -1,0 +1,91 @@
+"""Contract: every name `icepack tables` prints, in text and in --json, addresses exactly that table
+when it is passed back to `status` and `maintain`: names with dots, a nested namespace next to a dotted
+table name, quotes and backticks, `${...}` (which Spark would substitute), percent signs, and a namespace
+named like the catalog. No two tables share a printed name, also with --all. Each table holds a
+different number of rows, so reading the wrong table cannot pass unnoticed; maintenance leaves every
+table's contents unchanged. `policy --explain` and `--json` show the table's own Iceberg properties."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from icepack_dagster.iceberg.catalogs import open_catalog
+from icepack_dagster.settings import load_settings
+from tests.integration.test_cli import run
+from tests.tables_testkit import arrow_fingerprint
+
+pytestmark = pytest.mark.spark
+
+# (namespace, table) -> the name the CLI prints for it (one catalog, so no catalog prefix but for "lake")
+TABLES = {
+    (("refs",), "Tagged.Table-v2"): "refs.Tagged%2ETable-v2",
+    (("h", "weird"), "t"): "h.weird.t",
+    (("h",), "weird.t"): "h.weird%2Et",
+    (("s",), "${spark.app.name}"): "s.${spark%2Eapp%2Ename}",
+    (("q",), "it's `quoted`"): "q.it's `quoted`",
+    (("p",), "50%off"): "p.50%25off",
+    (("lake",), "t"): "lake.lake.t",
+}
+OWNER = {"history.expire.min-snapshots-to-keep": "30", "gc.enabled": "no"}
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("names_home")
+    catalog = open_catalog("lake", load_settings(home=home))
+    for rows, (namespace, name) in enumerate(TABLES, start=1):
+        catalog.create_namespace_if_not_exists(namespace)
+        properties = OWNER if name == "Tagged.Table-v2" else {}
+        table = catalog.create_table(
+            (*namespace, name), schema=pa.schema([("id", pa.int64())]), properties=properties
+        )
+        table.append(pa.table({"id": pa.array(range(rows), pa.int64())}))
+    return home
+
+
+def _fingerprints(home: Path) -> dict[str, tuple[int, str]]:
+    catalog = open_catalog("lake", load_settings(home=home))
+    return {printed: arrow_fingerprint(catalog.load_table((*ns, n))) for (ns, n), printed in TABLES.items()}
+
+
+def test_every_printed_name_addresses_exactly_its_table(home: Path) -> None:
+    names = json.loads(run(home, "tables", "--json").stdout)
+    assert sorted(names) == sorted(TABLES.values()) and len(set(names)) == len(names)
+    assert run(home, "tables").stdout.splitlines() == names
+    rows = {printed: rows for rows, printed in enumerate(TABLES.values(), start=1)}
+    for name in names:
+        status = json.loads(run(home, "status", name, "--json").stdout)
+        assert (status["table"], status["total_records"]) == (name, rows[name])
+        assert run(home, "status", name).stdout.startswith(f"{name}  (")
+        dry = json.loads(run(home, "maintain", name, "--dry-run", "--json", expect=None).stdout)
+        assert dry["table"] == name and dry["outcome"] != "table_gone", dry
+    everything = json.loads(run(home, "maintain", "--all", "--dry-run", "--json", expect=None).stdout)
+    assert sorted(r["table"] for r in everything) == sorted(names)
+
+
+def test_policy_explains_the_tables_own_iceberg_properties(home: Path) -> None:
+    name = "refs.Tagged%2ETable-v2"
+    policy = json.loads(run(home, "policy", name, "--json").stdout)
+    assert policy["table"] == name and policy["policy"]["snapshot_retain_last"] == 30
+    layer = {p["name"]: p for p in policy["iceberg_properties"]}
+    assert (layer["gc.enabled"]["value"], layer["gc.enabled"]["raw"]) == (False, "no")
+    explained = run(home, "policy", name, "--explain").stdout
+    assert "history.expire.min-snapshots-to-keep (Iceberg's own expiry keeps that much" in explained
+    assert "commit.manifest.target-size-bytes" in explained and "Iceberg default" in explained
+    recommendation = json.loads(run(home, "recommend", name, "--json").stdout)
+    skipped = {s["action"]: s["reason"] for s in recommendation["skipped"]}
+    assert "gc.enabled='no' on the table, which Iceberg reads as false" in skipped["remove_orphan_files"]
+
+
+def test_maintain_runs_on_spark_for_names_spark_would_misread(home: Path) -> None:
+    before = _fingerprints(home)
+    name = "s.${spark%2Eapp%2Ename}"  # escaped dots, and a ${...} Spark would substitute
+    done = run(home, "maintain", name, "--json", "--action", "remove_orphan_files", expect=None)
+    report = json.loads(done.stdout)
+    assert report["table"] == name and report["outcome"] == "succeeded", done.stderr[-2000:]
+    assert done.returncode == 0
+    assert _fingerprints(home) == before
