@@ -17,6 +17,7 @@ import http.server
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -103,6 +104,29 @@ def rest_catalog_server(jar_cache: Path, workdir: Path) -> Iterator[str]:
     classpath = rest_server_classpath(jar_cache)
     command = ["java", "-Xmx256m", "-cp", classpath, "org.apache.iceberg.rest.RESTCatalogServer"]
     with running(command, env, f"{url}/v1/config", workdir / "rest_server.log"):
+        yield url
+
+
+# moto's server with its clock `days` behind: every object it stores is stamped that much in the past,
+# as an object written days ago is. Iceberg's 24-hour orphan guard stays on (the JVM's clock is real);
+# the store simply holds old files, the way the local tests age theirs with os.utime.
+_MOTO_DAYS_BEHIND = """
+import sys, datetime, time_machine
+behind = datetime.timedelta(days=float(sys.argv[1]))
+time_machine.travel(datetime.datetime.now(datetime.UTC) - behind, tick=True).start()
+from moto.server import main
+main(sys.argv[2:])
+"""
+
+
+@contextlib.contextmanager
+def moto_server(workdir: Path, days_behind: float) -> Iterator[str]:
+    """moto's S3 and Glue APIs on a free loopback port, clock `days_behind`; yields its URL."""
+    port = free_port()
+    command = [sys.executable, "-c", _MOTO_DAYS_BEHIND, str(days_behind), "-H", "127.0.0.1", "-p", str(port)]
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ICEPACK_"))}
+    with running(command, env, f"{url}/moto-api/", workdir / "moto_server.log"):
         yield url
 
 
