@@ -137,7 +137,9 @@ def orphan_removal_conflicts(
     nested = sorted(
         f.location
         for f in listed
-        if f.location.endswith(".metadata.json") and not _as_written(f.location)[2].startswith(own_metadata)
+        if f.location.endswith(".metadata.json")
+        and _as_written(f.location)[2].startswith(root)
+        and not _as_written(f.location)[2].startswith(own_metadata)
     )
     conflicts = []
     if mismatched:
