@@ -115,8 +115,10 @@ def test_every_action_on_s3_keeps_contents_and_every_referenced_object(lake: S3L
     neighbour_before = table_fingerprint(session, nq)
     read_before = arrow_fingerprint(lake.catalogs.get("s3lake").load_table(key.identifier))
     status = lake.engine.status(key)
+    unreferenced = lake.engine.unreferenced_files(key)  # PyIceberg's own listing, through its S3 FileIO
     assert location.startswith(f"s3://{lake.bucket}/") and neighbour.location().startswith(location)
     assert status.live_data_files == 10 and status.live_delete_files == 2
+    assert [bucket_key(f.location) for f in unreferenced.removable] == [orphan] and not unreferenced.young
 
     recommendation = lake.engine.recommend(key)
     report = lake.engine.maintain(key, recommendation=recommendation)
