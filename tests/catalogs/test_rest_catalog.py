@@ -139,25 +139,46 @@ def test_a_rest_table_is_discovered_measured_and_fully_maintained_with_oauth2(
     assert not any(leaked.values()), leaked
 
 
-def test_the_cli_reads_a_rest_catalog_without_showing_its_secret(
+def test_icepack_reads_and_maintains_a_rest_table_without_showing_its_secret(
     spark, settings: IcepackSettings, rest_proxy: RecordingProxy, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
+    """The user's path: `icepack` in its own process, configured by a YAML file, its own Spark session
+    (Iceberg's REST client in a fresh JVM) and its own OAuth2 exchanges."""
     rest = rest_settings(settings, tmp_path / "home", rest_proxy)
     key = TableKey(catalog="rest", namespace=(f"cli_{uuid.uuid4().hex[:8]}",), name="orders")
-    make_table(CatalogSet(rest).get("rest"), key, commits=3)
+    make_table(CatalogSet(rest).get("rest"), key, commits=8, properties=EAGER_MOR)
+    before = arrow_fingerprint(CatalogSet(rest).get("rest").load_table(key.identifier))
     config = tmp_path / "icepack.yaml"
     config.write_text(yaml.safe_dump({"catalogs": {"rest": rest_catalog(rest_proxy)}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ICEPACK_")}
-    env |= {"ICEPACK_CONFIG": str(config), "ICEPACK_HOME": str(tmp_path / "home")}
+    env |= {
+        "ICEPACK_CONFIG": str(config),
+        "ICEPACK_HOME": str(tmp_path / "home"),
+        "ICEPACK_SPARK__MASTER": "local[2]",
+        "ICEPACK_SPARK__DRIVER_MEMORY": "1g",
+        "ICEPACK_SPARK__JAR_CACHE": str(settings.spark.jar_cache),
+    }
     outputs = []
-    for args in (["tables", "--json"], ["status", key.dotted, "--json"], ["config"]):
-        done = subprocess.run([ICEPACK, *args], env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
+    for args in (
+        ["tables", "--json"],
+        ["status", key.dotted, "--json"],
+        ["config"],
+        ["maintain", key.dotted, "--json"],
+    ):
+        done = subprocess.run([ICEPACK, *args], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
         outputs += [done.stdout, done.stderr]
+
     assert key.dotted in json.loads(outputs[0])
-    assert json.loads(outputs[2])["live_data_files"] == 3
+    assert json.loads(outputs[2])["live_data_files"] == 8
+    maintained = json.loads(outputs[6])
+    assert maintained["outcome"] == "succeeded", maintained
+    assert "rewrite_data_files" in {r["action"] for r in maintained["results"]}
+    table = CatalogSet(rest).get("rest").load_table(key.identifier)
+    assert len(table.inspect.files()) < 8 and arrow_fingerprint(table) == before
     assert not secrets_in("\n".join(outputs), (CLIENT_SECRET, TOKEN))
-    assert len(token_requests(rest_proxy)) >= 2  # each process exchanged its credentials
+    java_tokens = [e for e in token_requests(rest_proxy) if "PyIceberg" not in e.user_agent]
+    assert java_tokens, "the CLI's Spark session did not exchange its credentials"
 
 
 def test_a_token_endpoint_that_refuses_stops_the_catalog_with_a_clear_error(
