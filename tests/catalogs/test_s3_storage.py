@@ -10,12 +10,17 @@ this table's location. Iceberg's own 24-hour guard is never relaxed.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.procedures import qualified_table
@@ -39,6 +44,7 @@ from tests.tables_testkit import arrow_fingerprint, table_fingerprint
 
 pytestmark = pytest.mark.spark
 
+ICEPACK = str(Path(sys.executable).parent / "icepack")
 THREE_DAYS_AGO = (datetime.now(UTC) - timedelta(days=3)).isoformat()
 
 
@@ -217,3 +223,40 @@ def test_another_table_inside_the_location_refuses_and_deletes_nothing(lake: S3L
 
     _refused_without_deleting(lake, outer_key, lake.objects, "another table's metadata lies inside")
     assert arrow_fingerprint(lake.catalogs.get("s3lake").load_table(inner_key.identifier)) == inner_before
+
+
+def test_icepack_maintains_an_s3_table_configured_as_the_docs_show(
+    lake: S3Lake, s3_server: str, tmp_path: Path
+) -> None:
+    """The user's path: `icepack maintain` in its own process and its own Spark session (the AWS bundle
+    loaded because the catalog has an `s3` block), configured by YAML with the S3 secret in the
+    environment variable the docs name; nothing secret in its output."""
+    key = lake.key("cli_events")
+    make_table(lake.catalogs.get("s3lake"), key, commits=8, properties=EAGER_MOR)
+    before = arrow_fingerprint(lake.catalogs.get("s3lake").load_table(key.identifier))
+    catalog = lake.settings.catalogs["s3lake"].model_dump(mode="json")
+    del catalog["s3"]["secret_access_key"], catalog["password"]
+    config = tmp_path / "icepack.yaml"
+    config.write_text(yaml.safe_dump({"catalogs": {"s3lake": catalog}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ICEPACK_", "AWS_"))}
+    env |= {
+        "ICEPACK_CONFIG": str(config),
+        "ICEPACK_HOME": str(tmp_path / "cli_home"),
+        "ICEPACK_CATALOGS__S3LAKE__S3__SECRET_ACCESS_KEY": S3_SECRET_ACCESS_KEY,
+        "ICEPACK_SPARK__MASTER": "local[2]",
+        "ICEPACK_SPARK__DRIVER_MEMORY": "1g",
+        "ICEPACK_SPARK__JAR_CACHE": str(lake.settings.spark.jar_cache),
+    }
+
+    done = subprocess.run(
+        [ICEPACK, "maintain", key.dotted, "--json"], env=env, capture_output=True, text=True, timeout=600
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["outcome"] == "succeeded" and "rewrite_data_files" in {
+        r["action"] for r in report["results"]
+    }
+    table = lake.catalogs.get("s3lake").load_table(key.identifier)
+    assert len(table.inspect.files()) < 8 and arrow_fingerprint(table) == before
+    assert not secrets_in(done.stdout + done.stderr, (S3_SECRET_ACCESS_KEY,))
