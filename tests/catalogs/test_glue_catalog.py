@@ -7,6 +7,7 @@ Python process's variables for PyIceberg, the JVM's system properties for Spark.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.catalogs.catalog_testkit import (
     contents_by_version,
     kept_versions,
     make_table,
+    secrets_in,
 )
 from tests.catalogs.conftest import (
     S3_ACCESS_KEY_ID,
@@ -74,7 +76,10 @@ def test_a_glue_table_is_discovered_measured_and_fully_maintained(
     s3_bucket: str,
     aws_environment: None,
     tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     glue = glue_settings(settings, tmp_path / "home", s3_server, s3_bucket)
     catalogs = CatalogSet(glue)
     key = TableKey(catalog="glue", namespace=(f"db_{uuid.uuid4().hex[:8]}",), name="events")
@@ -109,3 +114,6 @@ def test_a_glue_table_is_discovered_measured_and_fully_maintained(
     assert table_fingerprint(check, q) == before
     assert kept_versions(versions, contents_by_version(check, q))
     assert arrow_fingerprint(catalogs.get("glue").load_table(key.identifier)) == read_before
+    out, err = capfd.readouterr()
+    shown = "\n".join([out, err, caplog.text, report.model_dump_json(), glue.model_dump_json(), repr(glue)])
+    assert not secrets_in(shown, (S3_SECRET_ACCESS_KEY,))
