@@ -270,11 +270,14 @@ class Engine:
         orphans = next((a for a in chosen if a.action is MaintenanceAction.REMOVE_ORPHAN_FILES), None)
         if orphans is None:
             return chosen, []
-        refusals = orphan_removal_refusals(load_table(self.catalogs.get(key.catalog), key), key)
+        try:
+            refusals = orphan_removal_refusals(load_table(self.catalogs.get(key.catalog), key), key)
+        except MetadataReadError as unreadable:  # the check cannot run: orphan removal cannot either
+            refusals = [f"{unreadable}; remove_orphan_files refused, nothing was deleted"]
         if refusals:
-            error = _bounded(" ".join(refusals))
+            message = _bounded(" ".join(refusals))
             failed = ActionResult(
-                action=orphans.action, status="failed", statements=(), duration_seconds=0, error=error
+                action=orphans.action, status="failed", statements=(), duration_seconds=0, error=message
             )
             return [a for a in chosen if a is not orphans], [failed]
         if on_object_store(location):

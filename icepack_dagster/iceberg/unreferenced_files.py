@@ -77,30 +77,26 @@ def _hidden(relative: str) -> bool:
     return any(part.startswith((".", "_")) for part in relative.split("/") if part)
 
 
-def find_unreferenced_files(
-    table: Table, key: TableKey, orphan_age_hours: float, now: datetime
-) -> UnreferencedFiles:
-    """The table's unreferenced files, split by the orphan age (see `domain/safety.py`)."""
+def _references_and_listing(table: Table, key: TableKey) -> tuple[set[str], list[UnreferencedFile]]:
     try:
-        referenced = referenced_locations(table)
-        listed = list_files(table.location(), table.io)
+        return referenced_locations(table), list_files(table.location(), table.io)
     except (OSError, ValueError) as error:
         raise MetadataReadError(
             f"table {key.text}: its files could not be listed or its manifests read "
             f"({type(error).__name__}: {error})"
         ) from error
+
+
+def find_unreferenced_files(
+    table: Table, key: TableKey, orphan_age_hours: float, now: datetime
+) -> UnreferencedFiles:
+    """The table's unreferenced files, split by the orphan age (see `domain/safety.py`)."""
+    referenced, listed = _references_and_listing(table, key)
     return classify_unreferenced(key.text, table.location(), listed, referenced, now, orphan_age_hours)
 
 
 def orphan_removal_refusals(table: Table, key: TableKey) -> list[str]:
     """Why orphan removal must not run on this table (see `orphan_removal_conflicts`); empty if it may.
     Reads every manifest and lists the location once, as orphan removal itself will."""
-    try:
-        referenced = referenced_locations(table)
-        listed = list_files(table.location(), table.io)
-    except (OSError, ValueError) as error:
-        raise MetadataReadError(
-            f"table {key.text}: remove_orphan_files cannot check its location, since its files could not "
-            f"be listed or its manifests read ({type(error).__name__}: {error})"
-        ) from error
+    referenced, listed = _references_and_listing(table, key)
     return orphan_removal_conflicts(key.text, table.location(), referenced, listed)
