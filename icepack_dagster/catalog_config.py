@@ -17,6 +17,7 @@ from icepack_dagster.settings import (
     IcepackSettings,
     PostgresCatalogSettings,
     RestCatalogSettings,
+    S3StorageSettings,
 )
 
 SQLITE_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
@@ -48,6 +49,40 @@ def _warehouse_uri(location: str) -> str:
     return location if "://" in location else _file_location(Path(location).expanduser().resolve())
 
 
+RESOLVING_FILE_IO = "org.apache.iceberg.io.ResolvingFileIO"  # S3FileIO for s3://, s3a://; Hadoop for files
+S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
+
+
+def _s3_properties(s3: S3StorageSettings | None) -> dict[str, str]:
+    """PyIceberg's FileIO properties for an S3 API (PyArrow's S3 filesystem reads them)."""
+    if s3 is None:
+        return {}
+    props = {"s3.force-virtual-addressing": str(not s3.path_style_access).lower()}
+    if s3.endpoint:
+        props["s3.endpoint"] = s3.endpoint
+    if s3.region:
+        props["s3.region"] = s3.region
+    if s3.access_key_id and s3.secret_access_key is not None:
+        props["s3.access-key-id"] = s3.access_key_id
+        props["s3.secret-access-key"] = s3.secret_access_key.get_secret_value()
+    return props
+
+
+def _s3_spark_conf(prefix: str, s3: S3StorageSettings | None) -> dict[str, str]:
+    """The same S3 API for Iceberg's S3FileIO in Spark (catalog properties `s3.*`, `client.region`)."""
+    if s3 is None:
+        return {}
+    conf = {f"{prefix}.s3.path-style-access": str(s3.path_style_access).lower()}
+    if s3.endpoint:
+        conf[f"{prefix}.s3.endpoint"] = s3.endpoint
+    if s3.region:
+        conf[f"{prefix}.client.region"] = s3.region
+    if s3.access_key_id and s3.secret_access_key is not None:
+        conf[f"{prefix}.s3.access-key-id"] = s3.access_key_id
+        conf[f"{prefix}.s3.secret-access-key"] = s3.secret_access_key.get_secret_value()
+    return conf
+
+
 def pyiceberg_properties(name: str, catalog: CatalogSettings, settings: IcepackSettings) -> dict[str, str]:
     """Properties for `pyiceberg.catalog.load_catalog(name, **properties)`."""
     match catalog:
@@ -71,7 +106,7 @@ def pyiceberg_properties(name: str, catalog: CatalogSettings, settings: IcepackS
                 "warehouse": _warehouse_uri(catalog.warehouse),
                 # a pooled connection that died with a PostgreSQL restart is replaced, not used
                 "pool_pre_ping": "true",
-            }
+            } | _s3_properties(catalog.s3)
         case RestCatalogSettings():
             props = {"type": "rest", "uri": catalog.uri, "warehouse": catalog.warehouse}
             if catalog.client_id and catalog.client_secret is not None:
@@ -81,14 +116,16 @@ def pyiceberg_properties(name: str, catalog: CatalogSettings, settings: IcepackS
                 props["oauth2-server-uri"] = catalog.oauth2_server_uri
             if catalog.vended_credentials:
                 props[DELEGATION_HEADER] = "vended-credentials"
-            return props
+            return props | _s3_properties(catalog.s3)
         case GlueCatalogSettings():
             props = {"type": "glue", "glue.region": catalog.region, "client.region": catalog.region}
             if catalog.catalog_id:
                 props["glue.id"] = catalog.catalog_id
             if catalog.warehouse:
                 props["warehouse"] = catalog.warehouse
-            return props
+            if catalog.endpoint:
+                props["glue.endpoint"] = catalog.endpoint
+            return props | _s3_properties(catalog.s3)
     raise AssertionError(f"unhandled catalog kind {catalog!r}")
 
 
@@ -121,6 +158,9 @@ def spark_catalog_conf(name: str, catalog: CatalogSettings, settings: IcepackSet
             }
             if catalog.password.get_secret_value():
                 conf[f"{prefix}.jdbc.password"] = catalog.password.get_secret_value()
+            if catalog.s3 is not None:
+                conf[f"{prefix}.io-impl"] = RESOLVING_FILE_IO
+                conf |= _s3_spark_conf(prefix, catalog.s3)
         case RestCatalogSettings():
             conf |= {
                 f"{prefix}.type": "rest",
@@ -136,16 +176,22 @@ def spark_catalog_conf(name: str, catalog: CatalogSettings, settings: IcepackSet
                 conf[f"{prefix}.oauth2-server-uri"] = catalog.oauth2_server_uri
             if catalog.vended_credentials:
                 conf[f"{prefix}.{DELEGATION_HEADER}"] = "vended-credentials"
+            if catalog.s3 is not None:
+                conf[f"{prefix}.io-impl"] = RESOLVING_FILE_IO
+                conf |= _s3_spark_conf(prefix, catalog.s3)
         case GlueCatalogSettings():
             conf |= {
                 f"{prefix}.type": "glue",
-                f"{prefix}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+                f"{prefix}.io-impl": S3_FILE_IO,
                 f"{prefix}.client.region": catalog.region,
             }
             if catalog.catalog_id:
                 conf[f"{prefix}.glue.id"] = catalog.catalog_id
             if catalog.warehouse:
                 conf[f"{prefix}.warehouse"] = catalog.warehouse
+            if catalog.endpoint:
+                conf[f"{prefix}.glue.endpoint"] = catalog.endpoint
+            conf |= _s3_spark_conf(prefix, catalog.s3)
     return conf
 
 
@@ -166,12 +212,21 @@ def needs_aws_bundle(settings: IcepackSettings) -> bool:
     for catalog in settings.catalogs.values():
         if isinstance(catalog, GlueCatalogSettings | RestCatalogSettings):
             return True
-        if isinstance(catalog, PostgresCatalogSettings) and catalog.warehouse.startswith(("s3://", "s3a://")):
+        if isinstance(catalog, PostgresCatalogSettings) and (
+            catalog.s3 is not None or catalog.warehouse.startswith(("s3://", "s3a://"))
+        ):
             return True
     return False
 
 
-SECRET_CONF_SUFFIXES = (".credential", ".jdbc.password", ".token", ".client_secret")
+SECRET_CONF_SUFFIXES = (
+    ".credential",
+    ".jdbc.password",
+    ".token",
+    ".client_secret",
+    ".secret-access-key",
+    ".session-token",
+)
 
 
 def redact_conf(conf: dict[str, str]) -> dict[str, str]:

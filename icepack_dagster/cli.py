@@ -282,11 +282,19 @@ def jars() -> None:
     default=None,
     help="Directory to fill instead of the jar cache (spark.jar_cache), e.g. an image's jar folder.",
 )
-def jars_fetch(into: Path | None) -> None:
+@click.option(
+    "--test-server",
+    is_flag=True,
+    help="Also fetch Iceberg's REST catalog test server and its classpath (for the test suite).",
+)
+def jars_fetch(into: Path | None, test_server: bool) -> None:
     """Download each pinned jar that is missing or damaged, and check its SHA-256; print their paths."""
     spark = load_settings().spark
+    artifacts = jvm_artifacts.ARTIFACTS
+    if test_server:
+        artifacts += jvm_artifacts.REST_CATALOG_TEST_SERVER
     paths = jvm_artifacts.fetch(
-        jvm_artifacts.ARTIFACTS, into or spark.jar_cache, spark.maven_repository, progress=_progress
+        artifacts, into or spark.jar_cache, spark.maven_repository, progress=_progress
     )
     for path in paths:
         click.echo(str(path))

@@ -14,15 +14,15 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from icepack_dagster.domain.actions import ACTION_ORDER, ActionResult, ActionStatus
+from icepack_dagster.domain.actions import ACTION_ORDER, ActionResult, ActionStatus, MaintenanceAction
 from icepack_dagster.domain.health import assess_health
 from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.policy import EffectivePolicy, Policy, PolicyRule, resolve_policy
 from icepack_dagster.domain.recommendation import recommend
-from icepack_dagster.domain.recommendation_model import Recommendation
-from icepack_dagster.domain.safety import UnreferencedFiles
+from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction
+from icepack_dagster.domain.safety import UnreferencedFiles, on_object_store
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey, resolve_table_argument
 from icepack_dagster.exceptions import (
@@ -39,7 +39,7 @@ from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables
 from icepack_dagster.iceberg.manifest_reader import ManifestCache
 from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
-from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
+from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files, orphan_removal_refusals
 from icepack_dagster.policy_file import load_policy_rules
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.state.history_store import HistoryStore
@@ -49,7 +49,6 @@ from icepack_dagster.state.table_lease import TableLeases, default_holder
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from icepack_dagster.domain.actions import MaintenanceAction
 
 Progress = Callable[[str], None]
 TABLE_GONE = "table no longer exists"
@@ -280,10 +279,11 @@ class Engine:
             for s in recommendation.skipped
             if only is None or s.action in only
         ]
-        results: list[ActionResult] = []
+        chosen, refused = self._checked_orphan_removal(key, chosen, status.location)
+        results: list[ActionResult] = [*refused]
         if chosen:
             runner = MaintenanceRunner(None if dry_run else self.spark(), key.catalog)
-            results = runner.run(
+            results += runner.run(
                 key,
                 chosen,
                 status.properties,
@@ -295,9 +295,32 @@ class Engine:
         report = MaintenanceReport(
             table=key.text, started_at=started, finished_at=utc_now(), results=tuple(ordered)
         )
-        if not dry_run and chosen:
+        if not dry_run and (chosen or refused):
             self.history_store.record(report)
         return report
+
+    def _checked_orphan_removal(
+        self, key: TableKey, chosen: list[RecommendedAction], location: str
+    ) -> tuple[list[RecommendedAction], list[ActionResult]]:
+        """Orphan removal runs only where its listing can be trusted (`domain/safety.py`): otherwise it
+        fails here, unrun. On an object store it lists by prefix through the table's own FileIO."""
+        orphans = next((a for a in chosen if a.action is MaintenanceAction.REMOVE_ORPHAN_FILES), None)
+        if orphans is None:
+            return chosen, []
+        try:
+            refusals = orphan_removal_refusals(load_table(self.catalogs.get(key.catalog), key), key)
+        except MetadataReadError as unreadable:  # the check cannot run: orphan removal cannot either
+            refusals = [f"{unreadable}; remove_orphan_files refused, nothing was deleted"]
+        if refusals:
+            message = _bounded(" ".join(refusals))
+            failed = ActionResult(
+                action=orphans.action, status="failed", statements=(), duration_seconds=0, error=message
+            )
+            return [a for a in chosen if a is not orphans], [failed]
+        if on_object_store(location):
+            listed = orphans.model_copy(update={"options": {**orphans.options, "prefix_listing": "true"}})
+            return [listed if a is orphans else a for a in chosen], []
+        return chosen, []
 
     @staticmethod
     def _unrun(

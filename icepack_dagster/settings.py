@@ -55,6 +55,32 @@ class EmbeddedCatalogSettings(_Model):
     warehouse: Path | None = Field(default=None, description="Warehouse directory; default HOME/warehouse")
 
 
+class S3StorageSettings(_Model):
+    """How both engines reach the S3 API that holds a catalog's tables: AWS itself (every field left
+    out; credentials from the environment or workload identity), or an S3-compatible store (MinIO,
+    Ceph, a local emulator) at `endpoint`, usually with path-style addressing and its own keys."""
+
+    endpoint: str | None = Field(default=None, description="S3 API URL, e.g. http://minio:9000; default AWS")
+    region: str | None = Field(default=None, description="Signing region, e.g. eu-west-1")
+    path_style_access: bool = Field(
+        default=False, description="Address buckets in the path (http://host/bucket/key), not the host name"
+    )
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _both_key_parts(self) -> S3StorageSettings:
+        has_id = bool(self.access_key_id)
+        has_secret = self.secret_access_key is not None and bool(self.secret_access_key.get_secret_value())
+        if has_id != has_secret:
+            missing = "secret_access_key" if has_id else "access_key_id"
+            raise ValueError(
+                f"s3: {missing} is missing; set both access_key_id and secret_access_key, or neither "
+                "(credentials then come from the environment)"
+            )
+        return self
+
+
 class PostgresCatalogSettings(_Model):
     """An Iceberg SQL (JDBC) catalog whose tables live in PostgreSQL."""
 
@@ -65,6 +91,7 @@ class PostgresCatalogSettings(_Model):
     user: str = Field(min_length=1)
     password: SecretStr = SecretStr("")
     warehouse: str = Field(min_length=1, description="Warehouse location: a path or file://, s3:// URI")
+    s3: S3StorageSettings | None = Field(default=None, description="How to reach s3:// locations")
 
 
 class RestCatalogSettings(_Model):
@@ -79,6 +106,9 @@ class RestCatalogSettings(_Model):
     oauth2_server_uri: str | None = None
     vended_credentials: bool = Field(
         default=False, description="Send X-Iceberg-Access-Delegation: vended-credentials"
+    )
+    s3: S3StorageSettings | None = Field(
+        default=None, description="How to reach s3:// locations when the catalog does not vend credentials"
     )
 
     @model_validator(mode="after")
@@ -95,12 +125,15 @@ class RestCatalogSettings(_Model):
 
 
 class GlueCatalogSettings(_Model):
-    """AWS Glue as the catalog, S3 as storage; credentials come from workload identity, never keys here."""
+    """AWS Glue as the catalog, S3 as storage. Glue's credentials come from the environment or workload
+    identity, never keys here; `endpoint` points the catalog at another Glue API (an emulator)."""
 
     kind: Literal["glue"] = "glue"
     region: str = Field(min_length=1)
     warehouse: str | None = Field(default=None, description="s3:// location for new tables")
     catalog_id: str | None = Field(default=None, description="AWS account id owning the Glue catalog")
+    endpoint: str | None = Field(default=None, description="Glue API URL; default AWS's for the region")
+    s3: S3StorageSettings | None = Field(default=None, description="How to reach the tables' s3:// locations")
 
 
 CatalogSettings = Annotated[

@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 from icepack_dagster.exceptions import MissingComponentError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings, load_settings
+from icepack_dagster.spark.jvm_artifacts import ICEBERG_AWS_BUNDLE, cached_jar
 from icepack_dagster.spark.session import build_spark_session, require_java, resolve_jars
 from tests import processes
 
@@ -119,13 +120,15 @@ def catalogs(settings: IcepackSettings) -> CatalogSet:
 
 @pytest.fixture(scope="session")
 def spark(settings: IcepackSettings, catalogs: CatalogSet):  # type: ignore[no-untyped-def]
-    """The one real local Spark session of this test run."""
+    """The one real local Spark session of this test run, with the AWS SDK bundle on its classpath for
+    the suite's catalogs on S3 and Glue (tests/catalogs), which join this JVM."""
     try:
         require_java()
-        resolve_jars(settings)
+        jars = [*resolve_jars(settings), str(cached_jar(ICEBERG_AWS_BUNDLE, settings.spark.jar_cache))]
     except MissingComponentError as error:
         pytest.exit(f"required component missing: {error}", returncode=3)
-    session = build_spark_session(settings)
+    spark_settings = settings.spark.model_copy(update={"jars": jars})
+    session = build_spark_session(settings.model_copy(update={"spark": spark_settings}))
     yield session
     _stop_with_its_jvm(session)
 

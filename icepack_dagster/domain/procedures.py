@@ -122,6 +122,7 @@ ARGUMENT_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
         "older_than": _timestamp,
         "dry_run": boolean,
         "max_concurrent_deletes": int_between(1, 1000),
+        "prefix_listing": boolean,  # set by the engine for object stores (domain/safety.py)
     },
 }
 _STRING_ARGUMENTS = {"strategy"}

@@ -96,3 +96,60 @@ def classify_unreferenced(
         young=tuple(young),
         removable=tuple(removable),
     )
+
+
+# Object stores have no directories, and Spark's Hadoop listing has no filesystem for them (S3FileIO is
+# Iceberg's, not Hadoop's): orphan removal lists their table locations by prefix, through the table's IO.
+OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "abfs", "abfss", "wasb", "wasbs", "oss"})
+_SHOWN_CONFLICTS = 3
+
+
+def on_object_store(location: str) -> bool:
+    return urlsplit(location).scheme.lower() in OBJECT_STORE_SCHEMES
+
+
+def _as_written(location: str) -> tuple[str, str, str]:
+    """(scheme, authority, path) exactly as written, but for `/p` and `file:/p` naming one file:
+    unlike `file_identity`, `s3a` and `s3` stay apart."""
+    parts = urlsplit(location)
+    scheme = parts.scheme.lower() if len(parts.scheme) > 1 else "file"
+    return scheme, parts.netloc, unquote(parts.path)
+
+
+def orphan_removal_conflicts(
+    table: str, location: str, referenced: Iterable[str], listed: Iterable[UnreferencedFile]
+) -> list[str]:
+    """Why orphan removal under `location` cannot tell orphans from files it must keep; empty if it can.
+
+    - The metadata references a file under the location's path through another scheme spelling
+      (`s3://` beside an `s3a://` location) or another authority (bucket): a listing sees one name,
+      the metadata another; Iceberg's defaults equate some schemes, and icepack does not guess.
+    - Another table's metadata file lies under the location: that table's files would be listed as
+      unreferenced by this one."""
+    scheme, authority, path = _as_written(location)
+    root = path.rstrip("/") + "/"
+    mismatched = sorted(
+        ref
+        for ref in referenced
+        if _as_written(ref)[2].startswith(root) and _as_written(ref)[:2] != (scheme, authority)
+    )
+    own_metadata = root + "metadata/"
+    nested = sorted(
+        f.location
+        for f in listed
+        if f.location.endswith(".metadata.json")
+        and _as_written(f.location)[2].startswith(root)
+        and not _as_written(f.location)[2].startswith(own_metadata)
+    )
+    conflicts = []
+    if mismatched:
+        conflicts.append(
+            f"the metadata references {len(mismatched)} file(s) under {location} by another scheme or "
+            f"authority (e.g. {', '.join(mismatched[:_SHOWN_CONFLICTS])})"
+        )
+    if nested:
+        conflicts.append(
+            f"another table's metadata lies inside {location} (e.g. {', '.join(nested[:_SHOWN_CONFLICTS])}), "
+            "so its files would be listed as unreferenced by this one"
+        )
+    return [f"table {table}: remove_orphan_files refused, nothing was deleted: {c}" for c in conflicts]

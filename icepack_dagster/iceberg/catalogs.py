@@ -83,8 +83,9 @@ class CatalogSet:
 
 def _without_secrets(message: str, settings: IcepackSettings) -> str:
     for catalog in settings.catalogs.values():
-        for field in ("password", "client_secret"):
-            secret = getattr(catalog, field, None)
+        s3 = getattr(catalog, "s3", None)
+        secrets = [getattr(catalog, "password", None), getattr(catalog, "client_secret", None)]
+        for secret in [*secrets, s3.secret_access_key if s3 is not None else None]:
             if secret is not None and secret.get_secret_value():
                 message = message.replace(secret.get_secret_value(), "**********")
     return message

@@ -12,10 +12,17 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from pyarrow import fs as pafs
+from pyiceberg.io import FileIO
+from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
 
-from icepack_dagster.domain.safety import UnreferencedFile, UnreferencedFiles, classify_unreferenced
+from icepack_dagster.domain.safety import (
+    UnreferencedFile,
+    UnreferencedFiles,
+    classify_unreferenced,
+    orphan_removal_conflicts,
+)
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import MetadataReadError
 
@@ -38,13 +45,17 @@ def referenced_locations(table: Table) -> set[str]:
     return found
 
 
-def list_files(location: str) -> list[UnreferencedFile]:
-    """Every visible file under `location` with its size and modification time (local paths, file://
-    and any filesystem pyarrow opens from a URI with ambient credentials)."""
+def list_files(location: str, io: FileIO | None = None) -> list[UnreferencedFile]:
+    """Every visible file under `location` with its size and modification time: local paths and
+    file://, other URIs through the table's PyArrow FileIO (so with the catalog's S3 endpoint and
+    credentials), or any filesystem pyarrow opens from a URI with ambient credentials."""
     parts = urlsplit(location)
     if parts.scheme in ("", "file"):
         filesystem: pafs.FileSystem = pafs.LocalFileSystem()
         root, prefix = parts.path, ""
+    elif isinstance(io, PyArrowFileIO):
+        filesystem = io.fs_by_scheme(parts.scheme, parts.netloc)
+        root, prefix = f"{parts.netloc}{parts.path}".rstrip("/"), f"{parts.scheme}://"
     else:
         filesystem, root = pafs.FileSystem.from_uri(location)
         prefix = f"{parts.scheme}://"
@@ -66,16 +77,26 @@ def _hidden(relative: str) -> bool:
     return any(part.startswith((".", "_")) for part in relative.split("/") if part)
 
 
-def find_unreferenced_files(
-    table: Table, key: TableKey, orphan_age_hours: float, now: datetime
-) -> UnreferencedFiles:
-    """The table's unreferenced files, split by the orphan age (see `domain/safety.py`)."""
+def _references_and_listing(table: Table, key: TableKey) -> tuple[set[str], list[UnreferencedFile]]:
     try:
-        referenced = referenced_locations(table)
-        listed = list_files(table.location())
+        return referenced_locations(table), list_files(table.location(), table.io)
     except (OSError, ValueError) as error:
         raise MetadataReadError(
             f"table {key.text}: its files could not be listed or its manifests read "
             f"({type(error).__name__}: {error})"
         ) from error
+
+
+def find_unreferenced_files(
+    table: Table, key: TableKey, orphan_age_hours: float, now: datetime
+) -> UnreferencedFiles:
+    """The table's unreferenced files, split by the orphan age (see `domain/safety.py`)."""
+    referenced, listed = _references_and_listing(table, key)
     return classify_unreferenced(key.text, table.location(), listed, referenced, now, orphan_age_hours)
+
+
+def orphan_removal_refusals(table: Table, key: TableKey) -> list[str]:
+    """Why orphan removal must not run on this table (see `orphan_removal_conflicts`); empty if it may.
+    Reads every manifest and lists the location once, as orphan removal itself will."""
+    referenced, listed = _references_and_listing(table, key)
+    return orphan_removal_conflicts(key.text, table.location(), referenced, listed)

@@ -7,6 +7,10 @@ that jar, at a pinned version whose digest is recorded here, and keeps it in a l
 only reads it, and a missing jar stops it with the command that fetches it. Production images may
 instead list their own jars in `spark.jars`.
 
+`icepack jars fetch --test-server` also fetches a second, separate group that icepack itself never
+loads: Iceberg's REST catalog test server and its classpath, which the test suite runs as a real REST
+catalog (`scripts/setup` fetches it, so a fresh clone's tests find it).
+
 The JDBC drivers of the SQL catalogs stay Debian's (`libxerial-sqlite-jdbc-java`,
 `libpostgresql-jdbc-java`), which the image build installs the same way.
 """
@@ -34,16 +38,19 @@ class MavenArtifact(BaseModel):
     group: str
     artifact: str
     version: str
+    classifier: str | None = None
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     purpose: str
 
     @property
     def coordinates(self) -> str:
-        return f"{self.group}:{self.artifact}:{self.version}"
+        suffix = f":{self.classifier}" if self.classifier else ""
+        return f"{self.group}:{self.artifact}:{self.version}{suffix}"
 
     @property
     def file_name(self) -> str:
-        return f"{self.artifact}-{self.version}.jar"
+        suffix = f"-{self.classifier}" if self.classifier else ""
+        return f"{self.artifact}-{self.version}{suffix}.jar"
 
     def url(self, repository: str) -> str:
         """The artifact's address in a repository with Maven's layout."""
@@ -78,6 +85,108 @@ SPARK_CONNECT_SERVER = MavenArtifact(
 )
 
 ARTIFACTS: tuple[MavenArtifact, ...] = (ICEBERG_SPARK_RUNTIME, ICEBERG_AWS_BUNDLE, SPARK_CONNECT_SERVER)
+
+# Iceberg's REST catalog test server (`RESTCatalogServer`, the server of the `iceberg-rest-fixture`
+# image) with its runtime classpath as Maven resolves it; the test suite runs it, icepack never does.
+# 1.10.1: Iceberg 1.10.2 published iceberg-core but not iceberg-api, so its core cannot be resolved.
+_REST_TEST_SERVER_JARS = """
+com.fasterxml.jackson.core:jackson-annotations:2.19.2
+    e516743a316dcf83c572ffc9cb6e8c5e8c134880c8c5155b02f7b34e9c5dc3cf
+com.fasterxml.jackson.core:jackson-core:2.19.2
+    aa77eaf29293a868c47372194f7c5287d77d9370b04ea25d3fffc1e4904b5880
+com.fasterxml.jackson.core:jackson-databind:2.19.2
+    0a1bd4e9b0d670e632d40ee8c625ad376233502f03c2f5889baea95d025b47a7
+com.github.ben-manes.caffeine:caffeine:2.9.3
+    1e0a7bbef1dd791653143f3f05d0e489934bf5481e58a87c9e619cd46b68729b
+com.google.code.findbugs:jsr305:3.0.2
+    766ad2a0783f2687962c8ad74ceecc38a28b9f72a2d085ee438b7813e928d0c7
+com.google.errorprone:error_prone_annotations:2.10.0
+    a249d4d25dfb86d41e6c82fc335df580189f0c9feeabdc53233fc1e5060724a1
+commons-codec:commons-codec:1.17.0
+    f700de80ac270d0344fdea7468201d8b9c805e5c648331c3619f2ee067ccfc59
+commons-io:commons-io:2.16.1
+    f41f7baacd716896447ace9758621f62c1c6b0a91d89acee488da26fc477c84f
+commons-logging:commons-logging:1.2
+    daddea1ea0be0f56978ab3006b8ac92834afeefbd9b7e4e6316fca57df0fa636
+io.airlift:aircompressor:0.27
+    fdbef3137a28f63bb0cb93487803080ede746a4ec3d421e36c6f0c305c35e5e4
+org.apache.avro:avro:1.12.0
+    1f5fbfff9b7427d6832cc3031a3c81413d3e21d9e2551847d9231c28493f9492
+org.apache.commons:commons-compress:1.26.2
+    9168a03141d8fc7eda21a2360d83cc0412bcbb1d6204d992bd48c2573cb3c6b8
+org.apache.commons:commons-lang3:3.14.0
+    7b96bf3ee68949abb5bc465559ac270e0551596fa34523fddf890ec418dde13c
+org.apache.hadoop:hadoop-client-api:3.4.1
+    a964d4daa054c9615bbafb4553efbb140fa7fb9ac6f358a24393f183a5703438
+org.apache.hadoop:hadoop-client-runtime:3.4.1
+    f6a800a159f918670db533606d33560d6c13b7e13f14eda493280ae33b9eeb2f
+org.apache.httpcomponents.client5:httpclient5:5.5
+    496b4b0e8d5f3a8139a5d2638486d304758bac3a9c39d76989f663cfd9354fc9
+org.apache.httpcomponents.core5:httpcore5-h2:5.3.4
+    1fb4f34e4b612e7c127ad693335583587850b17ce9b1c366f9de1ca49fe2c781
+org.apache.httpcomponents.core5:httpcore5:5.3.4
+    f2b2fd7a0164e8c3120cd8437bc9fea439239e165c17262b3e907daa7e979f80
+org.apache.iceberg:iceberg-api:1.10.1
+    9c806b96f20882d1e5e7a4b9a8d7bc1fa32917b509af4e6d139afaa09a288396
+org.apache.iceberg:iceberg-bundled-guava:1.10.1
+    05b79072e19071b1bcf7a4e382d624b3b2ccad6eaf79627676219bb48e4e834d
+org.apache.iceberg:iceberg-common:1.10.1
+    167791c08975f299ebae6c508ea872b899673c33dc2911e4c265f95b96a656f1
+org.apache.iceberg:iceberg-core:1.10.1
+    5dc1472e3a393d9d5a713aedee7007cebdf62cabbe82c72feb6d3da8e50d7216
+org.apache.iceberg:iceberg-core:1.10.1:tests
+    8c18111a61ea40ba23114e10e33bacfceca6cf36d2c9a932d880e0100f14af1e
+org.apache.iceberg:iceberg-open-api:1.10.1:test-fixtures
+    ec4dce1663933e3520227da8238a980d52b7eccac532c1953f337dc1e6ee597b
+org.checkerframework:checker-qual:3.19.0
+    a827c49183f3a632277d27a0a4673686cb341507447b9d570261094bd748aa68
+org.eclipse.jetty.toolchain:jetty-jakarta-servlet-api:5.0.2
+    efb20997729f32bfa6c8a8319037c353f7ad460d5d49f336bf232998ea2358db
+org.eclipse.jetty:jetty-http:11.0.25
+    7ae3f8055557e6cea13980eaa37eaf9d546cd57a2d358aa7cb2e5de7c4946169
+org.eclipse.jetty:jetty-io:11.0.25
+    6d5859f4ce88156c86aac0fa62d27a768d8f100aa6da5c13a82ec3c9ea16a349
+org.eclipse.jetty:jetty-security:11.0.25
+    861a0be80a4dfa7935a89113d4ac4ed76505f079b22c9e2f1a84017908bbcd57
+org.eclipse.jetty:jetty-server:11.0.25
+    710652a7dccc0590cd0af2798dd3c4c93a777e7fb591d89d7cf02a4839bf0dd8
+org.eclipse.jetty:jetty-servlet:11.0.25
+    641eb7725c8aa27ff4f35e71b826f6c3fff5ce745d6997e520eafb887e3623ec
+org.eclipse.jetty:jetty-util:11.0.25
+    801ce0baaaf9a269fade7172dadd290c707f3bcdaf22b4292c323f6548b05959
+org.roaringbitmap:RoaringBitmap:1.3.0
+    73443a71a2e2401c7d518a487983539fcaf5f9652efbd178f929e7b6d36881d0
+org.slf4j:slf4j-api:2.0.17
+    7b751d952061954d5abfed7181c1f645d336091b679891591d63329c622eb832
+org.slf4j:slf4j-simple:2.0.16
+    effc32018658bea09d1e08c7d1060ccad46c086960f583d07dd7ffe9c1172a47
+org.xerial.snappy:snappy-java:1.1.10.4
+    55b30c94e5c4cc2d4b6976916098d0678a8a6cc7427fa8c875621bd94e731ac8
+"""
+
+
+def _pinned(listing: str, purpose: str) -> tuple[MavenArtifact, ...]:
+    """Artifacts from whitespace-separated pairs `group:artifact:version[:classifier] sha256`."""
+    tokens = listing.split()
+    artifacts = []
+    for coordinates, sha256 in zip(tokens[::2], tokens[1::2], strict=True):
+        group, artifact, version, *classifier = coordinates.split(":")
+        artifacts.append(
+            MavenArtifact(
+                group=group,
+                artifact=artifact,
+                version=version,
+                classifier=classifier[0] if classifier else None,
+                sha256=sha256,
+                purpose=purpose,
+            )
+        )
+    return tuple(artifacts)
+
+
+REST_CATALOG_TEST_SERVER: tuple[MavenArtifact, ...] = _pinned(
+    _REST_TEST_SERVER_JARS, "Iceberg's REST catalog test server, run by the test suite (not by icepack)"
+)
 
 
 def sha256_of(path: Path) -> str:
