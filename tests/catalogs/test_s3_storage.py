@@ -39,7 +39,7 @@ from tests.catalogs.catalog_testkit import (
     secrets_in,
 )
 from tests.catalogs.conftest import S3_SECRET_ACCESS_KEY, SessionsWithCatalogs, s3_catalog, s3_client
-from tests.safety.safety_testkit import action
+from tests.factories import make_action as action
 from tests.tables_testkit import arrow_fingerprint, table_fingerprint
 
 pytestmark = pytest.mark.spark
