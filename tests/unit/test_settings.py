@@ -106,6 +106,20 @@ def test_sizing_tiers_come_from_the_config_file_and_bad_ones_name_the_field(
         load_settings()
 
 
+def test_the_sizing_example_in_the_kubernetes_doc_loads_as_written(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "KUBERNETES.md").read_text()
+    start = doc.index("```yaml\nplatform:\n  run_sizing: true")
+    example = doc[start + len("```yaml\n"): doc.index("```", start + 7)]
+    config = tmp_path / "icepack.yaml"
+    config.write_text(example)
+    monkeypatch.setenv("ICEPACK_CONFIG", str(config))
+    policy = load_settings().platform.sizing_policy()
+    assert [t.name for t in policy.tiers] == ["small", "large"]
+    assert policy.executor_secret_refs == {"AWS_WEB_IDENTITY_TOKEN_FILE": "icepack-aws:token-file"}
+
+
 @pytest.mark.parametrize(
     ("content", "problem"),
     [(None, "cannot read the file"), ("spark: [unclosed", "not valid YAML"), ("- a\n- b\n", "a mapping")],
