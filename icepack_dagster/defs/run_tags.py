@@ -7,9 +7,12 @@ separates maintenance from observation so status and health runs never wait behi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import dagster as dg
+
+from icepack_dagster.domain.run_sizing import K8S_CONFIG_TAG
 
 TABLE_TAG = "icepack/table"
 KIND_TAG = "icepack/kind"
@@ -37,9 +40,15 @@ def maintenance_tags(partition: str, health_storage_id: int | None = None) -> di
     return tags
 
 
+# Observation runs never call the Kubernetes API: their pods mount no service-account token, although
+# the chart's code-location context turns it on for every run (dagster-k8s applies this tag after it).
+_NO_TOKEN = json.dumps({"pod_spec_config": {"automount_service_account_token": False}})
+
+
 def observation_tags() -> dict[str, str]:
-    """Tags of status/health/fleet runs: read-only, retried freely, never blocking maintenance."""
-    return {KIND_TAG: OBSERVATION, MAX_RETRIES_TAG: "2"}
+    """Tags of status/health/fleet runs: read-only, retried freely, never blocking maintenance, and
+    without a Kubernetes API token."""
+    return {KIND_TAG: OBSERVATION, MAX_RETRIES_TAG: "2", K8S_CONFIG_TAG: _NO_TOKEN}
 
 
 def batch_tags(tables: Sequence[str]) -> dict[str, str]:

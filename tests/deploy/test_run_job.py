@@ -23,6 +23,7 @@ import pytest
 import yaml
 from dagster_k8s import K8sRunLauncher
 
+from icepack_dagster.defs.run_tags import observation_tags
 from icepack_dagster.domain.run_sizing import read_spark_conf_tag
 from tests.deploy import helm_chart
 from tests.deploy.run_job import IMAGE, RELEASE, rendered_launcher, run_job, sized
@@ -90,7 +91,7 @@ def test_maintenance_job_is_valid_andsized(launcher: K8sRunLauncher, live_bytes:
         assert "SPARK_LOCAL_HOSTNAME" not in env
 
 
-def test_unsized_run_gets_the_defaults_and_the_charts_token(launcher: K8sRunLauncher) -> None:
+def test_an_unsized_run_gets_the_defaults_and_observation_runs_no_token(launcher: K8sRunLauncher) -> None:
     body = run_job(launcher, {"icepack/kind": "observation"})
     kubernetes_validate.validate(body, K8S_VERSION, strict=True)
     pod = body["spec"]["template"]["spec"]
@@ -104,6 +105,12 @@ def test_unsized_run_gets_the_defaults_and_the_charts_token(launcher: K8sRunLaun
     # is bound to no Role (test_k8s_manifests), so the token grants no API rights (docs/SECURITY.md).
     assert pod["serviceAccountName"] == "icepack-user-code"
     assert pod["automountServiceAccountToken"] is True
+    # Status, health and fleet runs carry icepack's observation tags, which turn the token off.
+    observation_job = run_job(launcher, observation_tags())
+    kubernetes_validate.validate(observation_job, K8S_VERSION, strict=True)
+    observation = observation_job["spec"]["template"]["spec"]
+    assert observation["serviceAccountName"] == "icepack-user-code"
+    assert observation["automountServiceAccountToken"] is False
 
 
 def test_a_typo_in_the_sizing_tag_is_refused_by_dagster_k8s(launcher: K8sRunLauncher) -> None:
