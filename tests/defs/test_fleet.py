@@ -1,18 +1,21 @@
-"""The fleet view: Prometheus text format that node-exporter's textfile collector accepts (HELP and
-TYPE per family, escaped labels, exact integers, atomic replacement), and the `fleet_summary` asset
+"""The fleet view: its Prometheus metrics built with prometheus_client (read back with its own parser:
+escaped labels, exact integers, the textfile replaced atomically), served over HTTP from Dagster's
+storage for a cluster to scrape, and the `fleet_summary` asset
 over a real instance: tables by state (a table not measured yet counts as unknown, never healthy),
 quarantined tables with their last error, maintenance runs in flight (the refresh sensor is
 exercised in tests/integration/test_dagster_loop.py)."""
 
 from __future__ import annotations
 
-import re
+import socket
+import urllib.request
 from pathlib import Path
 
 import dagster as dg
+from prometheus_client.parser import text_string_to_metric_families
 
-from icepack_dagster.defs.fleet.fleet_summary import write_prometheus_file
-from icepack_dagster.domain.fleet import FleetSummary, prometheus_text
+from icepack_dagster.defs.fleet.metrics import serve, write_textfile
+from icepack_dagster.domain.fleet import FleetSummary
 from icepack_dagster.domain.health_model import HealthState
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.platform_settings import PlatformSettings
@@ -25,11 +28,9 @@ from tests.defs.dagster_testkit import (
     small_file_table,
 )
 
-SAMPLE = re.compile(r'^[a-z_]+(\{[a-z_]+="(?:[^"\\\n]|\\["\\n])*"\})? -?[0-9.e+]+$')
 
-
-def test_prometheus_text_format(tmp_path: Path) -> None:
-    summary = FleetSummary(
+def _summary() -> FleetSummary:
+    return FleetSummary(
         generated_at_epoch=1_700_000_000.5,
         tables=3,
         by_state={HealthState.HEALTHY: 1, HealthState.CRITICAL: 1, HealthState.UNKNOWN: 1},
@@ -41,19 +42,61 @@ def test_prometheus_text_format(tmp_path: Path) -> None:
         quarantined={'lake.a."quoted"': "disk full"},
         bytes_reclaimed_total=12_345_678_901_234,
     )
-    text = prometheus_text(summary)
-    families = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
-    assert len(families) == len(set(families)) == 7
-    for line in text.splitlines():
-        assert line.startswith("# ") or SAMPLE.match(line), line
-    assert 'icepack_table_health{table="lake.a.\\"quoted\\""} 2' in text
-    assert 'icepack_table_health{table="lake.a.c\\\\d"} -1' in text
-    assert "icepack_reclaimed_bytes_total 12345678901234" in text
-    assert "icepack_quarantined_tables 1" in text
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of an exposition, parsed by prometheus_client's own parser."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_textfile_holds_every_fleet_metric(tmp_path: Path) -> None:
     path = tmp_path / "collector" / "icepack.prom"
-    write_prometheus_file(summary, path)
-    assert path.read_text() == text
+    write_textfile(_summary(), path)
+    samples = _samples(path.read_text())
+    assert samples[("icepack_table_health", (("table", 'lake.a."quoted"'),))] == 2
+    assert samples[("icepack_table_health", (("table", "lake.a.c\\d"),))] == -1
+    assert samples[("icepack_tables", (("state", "critical"),))] == 1
+    assert samples[("icepack_reclaimed_bytes_total", ())] == 12_345_678_901_234
+    assert samples[("icepack_quarantined_tables", ())] == 1
+    assert samples[("icepack_maintenance_runs", (("phase", "queued"),))] == 0
     assert [p.name for p in path.parent.iterdir()] == ["icepack.prom"]
+
+
+def test_the_metrics_endpoint_serves_the_latest_fleet_summary(
+    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    """`curl host:port/metrics` answers with the gauges of the newest fleet_summary materialization,
+    read from Dagster's storage at scrape time; before any refresh it serves no fleet series."""
+    port = _free_port()
+    server, thread = serve(instance, "127.0.0.1", port)
+    try:
+        def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+                return _samples(response.read().decode())
+
+        assert not any(name.startswith("icepack_") for name, _ in scrape())
+        small_file_table(catalogs.get("lake"), f"{namespace}.scraped", appends=3)
+        apply_partition_requests(instance, evaluate_sensor(defs, "iceberg_table_discovery", instance))
+        assert run_health_sync(defs, instance, [f"lake.{namespace}.scraped"]).success
+        assert defs.resolve_job_def("fleet_refresh").execute_in_process(instance=instance).success
+        samples = scrape()
+        assert samples[("icepack_table_health", (("table", f"lake.{namespace}.scraped"),))] in (0, 1, 2)
+        assert sum(v for (name, _), v in samples.items() if name == "icepack_tables") == 1
+        assert ("icepack_quarantined_tables", ()) in samples
+    finally:
+        server.shutdown()  # type: ignore[attr-defined]
+        server.server_close()  # type: ignore[attr-defined]
+        thread.join(timeout=10)
 
 
 def test_fleet_summary_asset(

@@ -1,14 +1,12 @@
 """`fleet_summary`: every table at a glance, for the UI and for Prometheus."""
 
-import os
-import tempfile
 import time
-from pathlib import Path
 
 import dagster as dg
 
 from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest, latest_per_partition, metadata_of, new_materializations
+from icepack_dagster.defs.fleet.metrics import write_textfile
 from icepack_dagster.defs.maintenance.maintained_table import maintained_table
 from icepack_dagster.defs.materialization_codec import (
     decode_fleet,
@@ -20,7 +18,7 @@ from icepack_dagster.defs.materialization_codec import (
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import maintenance_runs
-from icepack_dagster.domain.fleet import FleetSummary, prometheus_text
+from icepack_dagster.domain.fleet import FleetSummary
 from icepack_dagster.domain.health_model import HealthState
 from icepack_dagster.domain.policy import Policy
 from icepack_dagster.engine import Engine
@@ -73,20 +71,6 @@ def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> t
     return files, size, seen
 
 
-def write_prometheus_file(summary: FleetSummary, path: Path) -> None:
-    """Write atomically (temp file + rename) so the collector never reads half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".icepack-", suffix=".prom.tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(prometheus_text(summary))
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except OSError:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
 @dg.asset(deps=[TABLE_HEALTH, maintained_table], group_name="fleet", kinds={"iceberg"})
 def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -> dg.MaterializeResult:
     """Tables by health state, maintenance pending and running, quarantined tables, and files and bytes
@@ -112,6 +96,6 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         bytes_reclaimed_total=size,
         maintenance_events_seen=seen,
     )
-    write_prometheus_file(summary, icepack.metrics_path)
+    write_textfile(summary, icepack.metrics_path)
     context.log.info(f"fleet: {summary.tables} tables; metrics written to {icepack.metrics_path}")
     return dg.MaterializeResult(metadata=fleet_metadata(summary, str(icepack.metrics_path)))
