@@ -77,6 +77,9 @@ class Policy(BaseModel):
     quarantine_after_failures: Failures = 3
     windows: tuple[MaintenanceWindow, ...] = Field(default=(), description="Empty: any time (UTC)")
     priority_boost: Boost = 1.0
+    hot_partition_minutes: Hours = Field(
+        default=60.0, description="Compaction leaves out partitions written within this many minutes"
+    )
 
     @field_validator("actions")
     @classmethod
@@ -103,6 +106,7 @@ class PolicyOverrides(BaseModel):
     quarantine_after_failures: Failures | None = None
     windows: tuple[MaintenanceWindow, ...] | None = None
     priority_boost: Boost | None = None
+    hot_partition_minutes: Hours | None = None
 
     @field_validator("windows", mode="before")
     @classmethod
@@ -175,6 +179,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "icepack.window": ("windows", parse_windows),
     "icepack.quarantine-after-failures": ("quarantine_after_failures", _parse_int),
     "icepack.priority-boost": ("priority_boost", _parse_float),
+    "icepack.compaction.hot-minutes": ("hot_partition_minutes", _parse_float),
 }
 PROPERTY_NAMES: tuple[str, ...] = (
     *_PROPERTIES, *(f"icepack.action.{action}.enabled" for action in ACTION_ORDER)

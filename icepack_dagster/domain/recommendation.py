@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from math import ceil
 
 from icepack_dagster.domain.actions import ACTION_ORDER, MaintenanceAction
+from icepack_dagster.domain.compaction_planner import RewritePrediction
 from icepack_dagster.domain.health import (
     DELETE_FILE_BUILDUP,
     SMALL_FILES,
@@ -24,6 +25,7 @@ from icepack_dagster.domain.health import (
 from icepack_dagster.domain.health_model import HealthState, TableHealth
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.policy import Policy
+from icepack_dagster.domain.recommendation_compaction import choose_compaction
 from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
 from icepack_dagster.domain.status import TableStatus
 
@@ -49,6 +51,7 @@ class _Plan:
     reason: str
     options: dict[str, str] = field(default_factory=dict)
     gain: _Gain = _Gain()
+    prediction: RewritePrediction | None = None
 
 
 def _priority(gains: list[_Gain], boost: float) -> float:
@@ -88,6 +91,28 @@ class _Planner:
         return planners[action]()
 
     def _data_files(self) -> _Plan | str:
+        if self.status.layout is not None:
+            return self._planned_data_files()
+        return self._estimated_data_files()
+
+    def _planned_data_files(self) -> _Plan | str:
+        """From the partition layout: Iceberg's own grouping, predicted (recommendation_compaction)."""
+        s = self.status
+        choice = choose_compaction(s, self.policy, self.target, SMALL_FILES in self.codes, self.now)
+        if isinstance(choice, str):
+            return choice
+        self.applies_deletes = s.live_delete_files > 0
+        p = choice.prediction
+        deletes = s.live_delete_files if self.applies_deletes else 0
+        gain = _Gain(
+            files_removed=max(0, p.files_in - p.files_out) + deletes,
+            bytes_reclaimed=s.live_delete_bytes if self.applies_deletes else 0,
+            bytes_to_rewrite=p.bytes_in,
+        )
+        return _Plan(choice.reason, choice.options, gain, p)
+
+    def _estimated_data_files(self) -> _Plan | str:
+        """Without a partition layout (a status from before it was measured): whole-table estimates."""
         s, min_files = self.status, self.policy.min_input_files
         compact = SMALL_FILES in self.codes and s.small_file_count >= min_files
         if not compact and not s.live_delete_files:
@@ -261,6 +286,7 @@ def recommend(
                         reason=plan.reason,
                         priority=_priority([plan.gain], policy.priority_boost),
                         options=plan.options,
+                        prediction=plan.prediction,
                     )
                 )
                 continue

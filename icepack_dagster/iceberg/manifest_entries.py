@@ -1,13 +1,14 @@
 """Manifest entries decoded from Avro by patterns compiled from an entry's shape.
 
-Status needs five values of a manifest entry (status, content, partition, record count, file size), all
-at its front; the rest of an entry is column statistics for every column. Avro records carry no length,
-so the statistics must still be walked to reach the next entry, and that walk made fastavro slow (about
-10k entries/s on a 22-column table, even with a projected reader schema). Here the walk runs in Python's
-C regular-expression engine: an entry's shape (union branches, array block counts, where long strings
-are) is learnt from one entry decoded exactly in Python, then compiled into a pattern that matches
-exactly the Avro encoding of entries of that shape and captures the five values. An entry that fits no
-known shape is decoded exactly and teaches a new one; a pattern never guesses (docs/PERFORMANCE.md).
+Status needs six values of a manifest entry (status, snapshot id, content, partition, record count, file
+size), all at its front; the rest of an entry is column statistics for every column. Avro records carry
+no length, so the statistics must still be walked to reach the next entry, and that walk made fastavro
+slow (about 10k entries/s on a 22-column table, even with a projected reader schema). Here the walk runs
+in Python's C regular-expression engine: an entry's shape (union branches, array block counts, where
+long strings are) is learnt from one entry decoded exactly in Python, then compiled into a pattern that
+matches exactly the Avro encoding of entries of that shape and captures the six values. An entry that
+fits no known shape is decoded exactly and teaches a new one; a pattern never guesses
+(docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from typing import Any, cast
 import fastavro
 
 # Iceberg field ids of the entry values status reads, in the order `_Entries` yields them.
-_ROLES = ("status", "content", "partition", "records", "size")
+_ROLES = ("status", "content", "partition", "records", "size", "snapshot")
 _ENTRY_ROLES: dict[int, Any] = {
     0: "status",
+    1: "snapshot",
     2: {134: "content", 102: "partition", 103: "records", 104: "size"},
 }
 
@@ -323,7 +325,7 @@ def _find(node: Node, role: str) -> Node | None:
 
 
 class _Entries:
-    """The entries of one manifest as raw (status, content, partition, records, size) values."""
+    """The entries of one manifest as raw (status, content, partition, records, size, snapshot) values."""
 
     def __init__(self, data: bytes, path: str, expected: int | None) -> None:
         self.path = path
@@ -333,6 +335,7 @@ class _Entries:
             raise ValueError(f"{path} is not an Iceberg manifest (Avro schema is not a record)")
         self._schema = _schema(schema, self._blocks.metadata.get("avro.schema"))
         self.tree = self._schema.tree
+        self._snapshot_node = _find(self.tree, "snapshot")
         self._expected = expected if expected is not None else _COMPILE_WORTH
 
     def __iter__(self) -> Iterator[Values]:
@@ -370,6 +373,12 @@ class _Entries:
             del shapes[_SHAPES_KEPT:]
             self._schema.recent = shapes[:]
         return tuple(found.get(role) for role in _ROLES), end
+
+    def snapshot(self, raw: bytes | None) -> int | None:
+        """The snapshot id that added an entry; None when the entry inherits it from its manifest."""
+        if raw is None or self._snapshot_node is None:
+            return None
+        return cast(int | None, _value(self._snapshot_node, raw, 0)[0])
 
     def partition(self, raw: bytes) -> tuple[Any, ...]:
         node = _find(self.tree, "partition")

@@ -38,6 +38,7 @@ _MANIFEST_FILE_FIELDS = {
     500: "manifest_path",
     501: "manifest_length",
     502: "partition_spec_id",
+    503: "added_snapshot_id",
     517: "content",
     504: "added_files_count",
     505: "existing_files_count",
@@ -58,6 +59,23 @@ class ManifestRef:
     live_files: int | None  # added + existing entries; None when the (v1) list leaves the counts out
     live_rows: int | None = None  # records in added + existing entries; None when the list leaves it out
     entries: int | None = None  # all entries, deleted ones included; None when unknown
+    added_snapshot_id: int | None = None  # the snapshot that wrote the manifest (entries may inherit it)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFiles:
+    """One partition's live files in one manifest, as far as compaction planning needs them: its data
+    files outside the size range a rewrite leaves alone (small: below the small-file threshold; large:
+    above `large_file_threshold`), its delete files, and the snapshots that added any of them.
+    `values` are JSON-safe (bytes as a ("bytes", hex) pair)."""
+
+    values: tuple[Any, ...]
+    small_files: int = 0
+    small_bytes: int = 0
+    large_files: int = 0
+    large_bytes: int = 0
+    delete_files: int = 0
+    snapshot_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +94,7 @@ class ManifestSummary:
     small_bytes: int = 0
     size_histogram: tuple[int, ...] = (0,) * len(SIZE_BUCKET_LABELS)
     partitions: frozenset[int] = frozenset()  # `partition_id` of each distinct partition of live data files
+    partition_files: tuple[PartitionFiles, ...] = ()  # partitions with small, large or delete files
 
 
 EMPTY_SUMMARY = ManifestSummary()
@@ -195,12 +214,41 @@ def read_manifest_list(io: FileIO, path: str) -> list[ManifestRef]:
                 live_files=_count(record, "added_files_count", "existing_files_count"),
                 live_rows=_count(record, "added_rows_count", "existing_rows_count"),
                 entries=_count(record, "added_files_count", "existing_files_count", "deleted_files_count"),
+                added_snapshot_id=record.get("added_snapshot_id"),
             )
         )
     return refs
 
 
 _DELETED, _DATA, _POSITION = _encode(ENTRY_DELETED), _encode(CONTENT_DATA), _encode(CONTENT_POSITION_DELETES)
+
+
+def large_file_threshold(small_threshold: int) -> int:
+    """Files above this are split by a rewrite: Iceberg's max-file-size-bytes default is 1.8 x target
+    and its min-file-size-bytes default (the small-file threshold) 0.75 x target, so 2.4 x small."""
+    return small_threshold * 12 // 5
+
+
+def json_safe(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Partition values as JSON can hold them: bytes (decimals, uuids, fixed, binary) as a tagged pair."""
+    return tuple(("bytes", v.hex()) if isinstance(v, bytes) else v for v in values)
+
+
+class _PartitionTally:
+    """Counts of one partition's files while a manifest is folded."""
+
+    __slots__ = ("counts", "snapshots")
+
+    def __init__(self) -> None:
+        self.counts = [0] * 5  # small files, small bytes, large files, large bytes, delete files
+        self.snapshots: set[int] = set()
+
+    def files(self, values: tuple[Any, ...]) -> PartitionFiles:
+        return PartitionFiles(json_safe(values), *self.counts, snapshot_ids=tuple(sorted(self.snapshots)))
+
+
+def _by_values(files: PartitionFiles) -> str:
+    return repr(files.values)
 
 
 def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> ManifestSummary:
@@ -212,28 +260,44 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
     pos_files = pos_records = eq_files = eq_records = 0
     histogram = [0] * len(SIZE_BUCKET_LABELS)
     partitions: set[bytes] = set()
-    bounds = SIZE_BUCKET_BOUNDS
-    for status, content, partition, raw_records, raw_size in entries:
+    tallies: dict[bytes, _PartitionTally] = {}
+    bounds, large = SIZE_BUCKET_BOUNDS, large_file_threshold(small_threshold)
+    for status, content, partition, raw_records, raw_size, raw_snapshot in entries:
         if status == _DELETED:
             continue
         size = _number(raw_size)
+        tally = None
         if content is None or content == _DATA:  # v1 manifests have no content: data only
             data_files += 1
             data_bytes += size
             records += _number(raw_records)
             histogram[bisect_right(bounds, size)] += 1
+            partitions.add(partition)
             if size < small_threshold:
                 small_files += 1
                 small_bytes += size
-            partitions.add(partition)
-        elif content == _POSITION:
-            pos_files += 1
-            pos_records += _number(raw_records)
-            delete_bytes += size
+                tally = tallies.setdefault(partition, _PartitionTally())
+                tally.counts[0] += 1
+                tally.counts[1] += size
+            elif size > large:
+                tally = tallies.setdefault(partition, _PartitionTally())
+                tally.counts[2] += 1
+                tally.counts[3] += size
         else:
-            eq_files += 1
-            eq_records += _number(raw_records)
+            if content == _POSITION:
+                pos_files += 1
+                pos_records += _number(raw_records)
+            else:
+                eq_files += 1
+                eq_records += _number(raw_records)
             delete_bytes += size
+            tally = tallies.setdefault(partition, _PartitionTally())
+            tally.counts[4] += 1
+        if tally is not None:
+            snapshot = entries.snapshot(raw_snapshot) if raw_snapshot is not None else None
+            snapshot = snapshot if snapshot is not None else ref.added_snapshot_id
+            if snapshot is not None:
+                tally.snapshots.add(snapshot)
     return ManifestSummary(
         data_files=data_files,
         data_bytes=data_bytes,
@@ -247,4 +311,7 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
         small_bytes=small_bytes,
         size_histogram=tuple(histogram),
         partitions=frozenset(partition_id(entries.partition(raw)) for raw in partitions),
+        partition_files=tuple(
+            sorted((t.files(entries.partition(raw)) for raw, t in tallies.items()), key=_by_values)
+        ),
     )
