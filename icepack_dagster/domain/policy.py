@@ -73,13 +73,13 @@ class Policy(BaseModel):
     snapshot_max_age_hours: Hours = Field(default=120.0, description="Expire snapshots older than this")
     snapshot_retain_last: FileCount = Field(default=5, description="Always keep this many newest snapshots")
     orphan_older_than_hours: OrphanHours = Field(default=72.0, description="Only older unreferenced files go")
+    hot_partition_minutes: Hours = Field(
+        default=60.0, description="Compaction leaves out partitions written within this many minutes"
+    )
     actions: dict[MaintenanceAction, Flag] = Field(default_factory=_all_actions)
     quarantine_after_failures: Failures = 3
     windows: tuple[MaintenanceWindow, ...] = Field(default=(), description="Empty: any time (UTC)")
     priority_boost: Boost = 1.0
-    hot_partition_minutes: Hours = Field(
-        default=60.0, description="Compaction leaves out partitions written within this many minutes"
-    )
 
     @field_validator("actions")
     @classmethod
@@ -102,11 +102,11 @@ class PolicyOverrides(BaseModel):
     snapshot_max_age_hours: Hours | None = None
     snapshot_retain_last: FileCount | None = None
     orphan_older_than_hours: OrphanHours | None = None
+    hot_partition_minutes: Hours | None = None
     actions: dict[MaintenanceAction, Flag] = Field(default_factory=dict)
     quarantine_after_failures: Failures | None = None
     windows: tuple[MaintenanceWindow, ...] | None = None
     priority_boost: Boost | None = None
-    hot_partition_minutes: Hours | None = None
 
     @field_validator("windows", mode="before")
     @classmethod
