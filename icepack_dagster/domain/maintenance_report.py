@@ -10,13 +10,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from icepack_dagster.domain.actions import ActionResult
 
-Outcome = Literal["nothing_to_do", "succeeded", "failed", "dry_run", "table_gone"]
+Outcome = Literal["nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone"]
 
 
 class MaintenanceReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     table: str
+    snapshot_id: int | None = Field(
+        default=None, description="The table's current snapshot when its actions were planned"
+    )
     started_at: datetime
     finished_at: datetime
     results: tuple[ActionResult, ...] = ()
@@ -37,6 +40,8 @@ class MaintenanceReport(BaseModel):
         statuses = {r.status for r in self.results}
         if "failed" in statuses:
             return "failed"
+        if "no_effect" in statuses:  # did not do what it said: not a success, and not a failure either
+            return "no_effect"
         if "succeeded" in statuses:
             return "succeeded"
         if "dry_run" in statuses:

@@ -54,6 +54,11 @@ class _Plan:
     prediction: RewritePrediction | None = None
 
 
+def _expected(files_in: int, files_out: int | None = None, bytes_in: int | None = None) -> RewritePrediction:
+    """A whole-table estimate (no groups): the outcome check only tells "no effect" from "some"."""
+    return RewritePrediction(files_in=files_in, files_out=files_out or 0, bytes_in=bytes_in or 0, exact=False)
+
+
 def _priority(gains: list[_Gain], boost: float) -> float:
     """Expected gain over cost: files removed (plus bytes reclaimed, weighted) per unit of work."""
     gain = sum(g.files_removed + g.bytes_reclaimed / GAIN_BYTES for g in gains)
@@ -170,6 +175,7 @@ class _Planner:
             f"{count} position delete files ({format_bytes(position_bytes)}) would merge into about {merged}",
             {"min-input-files": "2"},
             _Gain(files_removed=max(0, count - merged), bytes_to_rewrite=position_bytes),
+            _expected(count, merged, position_bytes),
         )
 
     def _manifests(self) -> _Plan | str:
@@ -183,6 +189,7 @@ class _Planner:
             f"of {format_bytes(MANIFEST_TARGET_BYTES)}; fewer manifests make query planning cheaper",
             {},
             _Gain(files_removed=s.manifest_count - ideal, bytes_to_rewrite=s.manifest_bytes),
+            _expected(s.manifest_count, ideal, s.manifest_bytes),
         )
 
     def _snapshots(self) -> _Plan | str:
@@ -205,6 +212,7 @@ class _Planner:
             f"(oldest {format_hours(oldest)}) beyond the newest {keep} kept",
             {"older_than": _timestamp(self.now - timedelta(hours=max_age)), "retain_last": str(keep)},
             _Gain(files_removed=expired),  # at least each expired snapshot's manifest list
+            _expected(expired),  # one manifest list deleted per expired snapshot
         )
 
     def _orphans(self) -> _Plan:
@@ -248,6 +256,16 @@ def _cadence_gate(
     return f"cadence not elapsed: last ran {elapsed:.1f} h ago, cadence {cadence:g} h"
 
 
+def _no_effect_gate(action: MaintenanceAction, status: TableStatus, history: TableHistory) -> str | None:
+    """An action whose last run on this very snapshot did nothing would do nothing again."""
+    if status.snapshot_id is None or history.no_effect_on.get(action) != status.snapshot_id:
+        return None
+    return (
+        f"its last run on this same table state (snapshot {status.snapshot_id}) had no effect; "
+        "not repeated until the table changes"
+    )
+
+
 def recommend(
     status: TableStatus, health: TableHealth, policy: Policy, history: TableHistory, now: datetime
 ) -> Recommendation:
@@ -273,7 +291,7 @@ def recommend(
         elif action.destructive and gc_disabled:
             reason = GC_DISABLED
         else:
-            reason = _cadence_gate(action, policy, history, now)
+            reason = _cadence_gate(action, policy, history, now) or _no_effect_gate(action, status, history)
         if reason is None:
             plan = planner.plan(action)
             if isinstance(plan, str):
