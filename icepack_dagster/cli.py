@@ -22,6 +22,7 @@ from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import ConfigurationError, IcepackError, MissingComponentError
 from icepack_dagster.presentation import (
+    format_accuracy,
     format_health,
     format_policy,
     format_recommendation,
@@ -33,6 +34,7 @@ from icepack_dagster.settings import load_settings
 from icepack_dagster.spark import jvm_artifacts
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO, EXIT_TABLE_GONE = 0, 1, 2, 3, 4
+EXIT_NO_EFFECT = 5  # an action ran but did nothing where its prediction planned work
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
@@ -169,6 +171,19 @@ def maintain(
         sys.exit(EXIT_TABLE_GONE)
     if outcomes <= {"nothing_to_do", "table_gone"}:  # with --all, tables dropped since discovery
         sys.exit(EXIT_NOTHING_TO_DO)
+    if "no_effect" in outcomes:
+        sys.exit(EXIT_NO_EFFECT)
+
+
+@cli.command()
+@click.argument("table", required=False)
+@json_option
+@pass_ctx
+def accuracy(ctx: _Context, table: str | None, as_json: bool) -> None:
+    """Predicted against done files and bytes per action, across the fleet (or for TABLE)."""
+    key = ctx.engine.resolve(table) if table else None
+    rows = ctx.engine.accuracy(key)
+    _emit([row.model_dump(mode="json") for row in rows], as_json, lambda: format_accuracy(rows))
 
 
 def _maintain_each(
