@@ -103,7 +103,7 @@ class _Planner:
     def _planned_data_files(self) -> _Plan | str:
         """From the partition layout: Iceberg's own grouping, predicted (recommendation_compaction)."""
         s = self.status
-        choice = choose_compaction(s, self.policy, self.target, SMALL_FILES in self.codes, self.now)
+        choice = choose_compaction(s, self.policy, self.target, self.codes, self.now)
         if isinstance(choice, str):
             return choice
         self.applies_deletes = s.live_delete_files > 0

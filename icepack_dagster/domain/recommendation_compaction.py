@@ -25,7 +25,7 @@ from icepack_dagster.domain.compaction_planner import (
     predict_rewrite,
     smallest_mergeable_group,
 )
-from icepack_dagster.domain.health import format_bytes
+from icepack_dagster.domain.health import FINE_PARTITIONING, SMALL_FILES, format_bytes
 from icepack_dagster.domain.partition_layout import PartitionLayout
 from icepack_dagster.domain.policy import Policy
 from icepack_dagster.domain.status import TableStatus
@@ -65,12 +65,15 @@ def _nothing_to_merge(status: TableStatus, layout: PartitionLayout) -> str:
 
 
 def choose_compaction(
-    status: TableStatus, policy: Policy, target: int, small_files_issue: bool, now: datetime
+    status: TableStatus, policy: Policy, target: int, issues: set[str], now: datetime
 ) -> CompactionChoice | str:
     """The rewrite to run, with options and prediction, or why there is none."""
     layout = status.layout
     assert layout is not None  # the caller checks: without a layout there is nothing to plan
     apply_deletes = status.live_delete_files > 0
+    small_files_issue = SMALL_FILES in issues
+    if FINE_PARTITIONING in issues and not small_files_issue and not apply_deletes:
+        return _nothing_to_merge(status, layout)
     if not small_files_issue and not apply_deletes:
         return (
             f"{status.small_file_count} of {status.live_data_files} data files are small, under the "
