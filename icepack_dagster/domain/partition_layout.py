@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class PartitionField(BaseModel):
@@ -46,6 +46,14 @@ class PartitionCandidates(BaseModel):
     last_write_ms: int | None = Field(
         default=None, description="Commit time of the newest retained snapshot that added one of its files"
     )
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _hashable(cls, value: Any) -> Any:
+        """A ("bytes", hex) pair read back from JSON is a list: a tuple again, so values stay hashable."""
+        if isinstance(value, list | tuple):
+            return tuple(tuple(v) if isinstance(v, list) else v for v in value)
+        return value
 
 
 class PartitionLayout(BaseModel):

@@ -196,3 +196,23 @@ def test_nothing_done_where_work_was_planned_is_no_effect() -> None:
         {"deleted_manifest_lists_count": 7},
     )
     assert expiry is not None and expiry.near and expiry.done is not None and expiry.done.files_in == 7
+
+
+def test_a_layout_read_back_from_json_plans_the_same() -> None:
+    """Statuses travel as JSON (CLI, Dagster metadata); bytes partition values come back hashable."""
+    decimal = PartitionField(
+        name="amount", transform="identity", source_column="amount", source_type="decimal(9, 2)"
+    )
+    spec = PartitionSpecLayout(spec_id=0, fields=(decimal,))
+    found = PartitionLayout(
+        current_spec_id=0,
+        specs=(spec,),
+        large_file_threshold_bytes=SIZES.maximum,
+        candidates=(
+            PartitionCandidates(spec_id=0, values=(("bytes", "04d2"),), small_files=3, small_bytes=3),
+        ),
+    )
+    again = PartitionLayout.model_validate_json(found.model_dump_json())
+    assert again == found
+    assert predict_rewrite(again, SIZES, 2) == predict_rewrite(found, SIZES, 2)
+    assert predict_rewrite(again, SIZES, 2).groups[0].partition == "amount=0x04d2"
