@@ -34,7 +34,7 @@ from icepack_dagster.settings import load_settings
 from icepack_dagster.spark import jvm_artifacts
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO, EXIT_TABLE_GONE = 0, 1, 2, 3, 4
-EXIT_NO_EFFECT = 5  # an action ran but did nothing where its prediction planned work
+EXIT_NO_EFFECT = 6  # an action ran but did nothing where its prediction planned work
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
