@@ -234,17 +234,23 @@ def json_safe(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(("bytes", v.hex()) if isinstance(v, bytes) else v for v in values)
 
 
-class _PartitionTally:
-    """Counts of one partition's files while a manifest is folded."""
-
-    __slots__ = ("counts", "snapshots")
-
-    def __init__(self) -> None:
-        self.counts = [0] * 5  # small files, small bytes, large files, large bytes, delete files
-        self.snapshots: set[int] = set()
-
-    def files(self, values: tuple[Any, ...]) -> PartitionFiles:
-        return PartitionFiles(json_safe(values), *self.counts, snapshot_ids=tuple(sorted(self.snapshots)))
+def _partition_files(
+    entries: _Entries, ref: ManifestRef, tallies: dict[bytes, list[Any]]
+) -> tuple[PartitionFiles, ...]:
+    """Tallies (counts, then the raw snapshot ids seen) as `PartitionFiles`, in a stable order; each
+    distinct raw snapshot id is decoded once, and an entry without one inherits the manifest's."""
+    decoded: dict[bytes | None, int | None] = {}
+    found = []
+    for raw, tally in tallies.items():
+        snapshots = set()
+        for raw_snapshot in tally[5]:
+            if raw_snapshot not in decoded:
+                snapshot = entries.snapshot(raw_snapshot)
+                decoded[raw_snapshot] = snapshot if snapshot is not None else ref.added_snapshot_id
+            if decoded[raw_snapshot] is not None:
+                snapshots.add(decoded[raw_snapshot])
+        found.append(PartitionFiles(json_safe(entries.partition(raw)), *tally[:5], tuple(sorted(snapshots))))
+    return tuple(sorted(found, key=_by_values))
 
 
 def _by_values(files: PartitionFiles) -> str:
@@ -260,13 +266,12 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
     pos_files = pos_records = eq_files = eq_records = 0
     histogram = [0] * len(SIZE_BUCKET_LABELS)
     partitions: set[bytes] = set()
-    tallies: dict[bytes, _PartitionTally] = {}
+    tallies: dict[bytes, list[Any]] = {}  # per partition: small, bytes, large, bytes, deletes, snapshots
     bounds, large = SIZE_BUCKET_BOUNDS, large_file_threshold(small_threshold)
     for status, content, partition, raw_records, raw_size, raw_snapshot in entries:
         if status == _DELETED:
             continue
         size = _number(raw_size)
-        tally = None
         if content is None or content == _DATA:  # v1 manifests have no content: data only
             data_files += 1
             data_bytes += size
@@ -276,13 +281,11 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
             if size < small_threshold:
                 small_files += 1
                 small_bytes += size
-                tally = tallies.setdefault(partition, _PartitionTally())
-                tally.counts[0] += 1
-                tally.counts[1] += size
+                index = 0
             elif size > large:
-                tally = tallies.setdefault(partition, _PartitionTally())
-                tally.counts[2] += 1
-                tally.counts[3] += size
+                index = 2
+            else:
+                continue
         else:
             if content == _POSITION:
                 pos_files += 1
@@ -291,13 +294,14 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
                 eq_files += 1
                 eq_records += _number(raw_records)
             delete_bytes += size
-            tally = tallies.setdefault(partition, _PartitionTally())
-            tally.counts[4] += 1
-        if tally is not None:
-            snapshot = entries.snapshot(raw_snapshot) if raw_snapshot is not None else None
-            snapshot = snapshot if snapshot is not None else ref.added_snapshot_id
-            if snapshot is not None:
-                tally.snapshots.add(snapshot)
+            index = 4
+        tally = tallies.get(partition)
+        if tally is None:
+            tally = tallies[partition] = [0, 0, 0, 0, 0, set()]
+        tally[index] += 1
+        if index < 4:
+            tally[index + 1] += size
+        tally[5].add(raw_snapshot)
     return ManifestSummary(
         data_files=data_files,
         data_bytes=data_bytes,
@@ -311,7 +315,5 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
         small_bytes=small_bytes,
         size_histogram=tuple(histogram),
         partitions=frozenset(partition_id(entries.partition(raw)) for raw in partitions),
-        partition_files=tuple(
-            sorted((t.files(entries.partition(raw)) for raw, t in tallies.items()), key=_by_values)
-        ),
+        partition_files=_partition_files(entries, ref, tallies),
     )
