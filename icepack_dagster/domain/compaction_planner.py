@@ -190,8 +190,12 @@ def hot_partitions(
     layout: PartitionLayout, since_ms: int
 ) -> tuple[frozenset[tuple[int, tuple[Any, ...]]], list[str], list[str]]:
     """Current-spec partitions written at or after `since_ms`: their keys, their labels, and the
-    predicates a `where` needs to leave them out (empty when one cannot be expressed)."""
+    predicates a `where` needs to leave them out (empty when one cannot be expressed). An unpartitioned
+    table has no partition to leave out: leaving it out would never compact a table that is always
+    written, so it has none."""
     fields = layout.spec(layout.current_spec_id).fields
+    if not fields:
+        return frozenset(), [], []
     hot = [
         c
         for c in layout.candidates

@@ -216,3 +216,13 @@ def test_a_layout_read_back_from_json_plans_the_same() -> None:
     assert again == found
     assert predict_rewrite(again, SIZES, 2) == predict_rewrite(found, SIZES, 2)
     assert predict_rewrite(again, SIZES, 2).groups[0].partition == "amount=0x04d2"
+
+
+def test_an_unpartitioned_table_written_just_now_has_no_hot_partition() -> None:
+    spec = PartitionSpecLayout(spec_id=0)
+    found = PartitionLayout(
+        current_spec_id=0, specs=(spec,), large_file_threshold_bytes=SIZES.maximum,
+        candidates=(PartitionCandidates(spec_id=0, values=(), small_files=9, last_write_ms=NOW_MS),),
+    )
+    assert hot_partitions(found, since_ms=0) == (frozenset(), [], [])
+    assert [g.partition for g in predict_rewrite(found, SIZES, 5).groups] == ["unpartitioned"]
