@@ -11,6 +11,8 @@ from icepack_dagster.domain.prediction_model import PredictionAccuracy
 from icepack_dagster.domain.recommendation_model import Recommendation
 from icepack_dagster.domain.status import TableStatus
 
+GROUPS_SHOWN = 20  # rewrite groups listed per action in text; --json has them all
+
 
 def human_bytes(value: float | None) -> str:
     if value is None:
@@ -73,11 +75,14 @@ def format_recommendation(name: str, r: Recommendation) -> str:
     for a in r.actions:
         options = ", ".join(f"{k}={v}" for k, v in a.options.items())
         lines.append(f"  + {a.action.value}: {a.reason}" + (f"  ({options})" if options else ""))
-        for group in a.prediction.groups if a.prediction else ():
+        groups = a.prediction.groups if a.prediction else ()
+        for group in groups[:GROUPS_SHOWN]:
             lines.append(
                 f"      {group.partition}: {group.files_in} files ({human_bytes(group.bytes_in)}) -> "
                 f"{group.files_out}"
             )
+        if len(groups) > GROUPS_SHOWN:
+            lines.append(f"      ... and {len(groups) - GROUPS_SHOWN} more groups (--json lists all)")
     lines += [f"  - {s.action.value}: {s.reason}" for s in r.skipped]
     return "\n".join(lines)
 
