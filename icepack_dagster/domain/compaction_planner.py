@@ -172,10 +172,13 @@ def predict_rewrite(
     )
 
 
-def smallest_mergeable_group(layout: PartitionLayout) -> int | None:
-    """The fewest candidate files in any group with more than one: the min-input-files that makes every
-    group that can shrink be rewritten (None when no group holds two candidates)."""
-    counts = [g.files for g in _groups(layout, layout.candidates) if g.files > 1]
+def smallest_mergeable_group(
+    layout: PartitionLayout, leave_out: frozenset[tuple[int, tuple[Any, ...]]] = frozenset()
+) -> int | None:
+    """The fewest candidate files in any group with more than one (`leave_out` partitions aside): the
+    min-input-files that makes every group that can shrink be rewritten (None when no group holds two)."""
+    kept = [c for c in layout.candidates if (c.spec_id, c.values) not in leave_out]
+    counts = [g.files for g in _groups(layout, kept) if g.files > 1]
     return min(counts) if counts else None
 
 

@@ -90,7 +90,7 @@ def choose_compaction(
         )
     min_input = policy.min_input_files
     notes = []
-    smallest = smallest_mergeable_group(layout)
+    smallest = smallest_mergeable_group(layout, leave_out=hot)
     if small_files_issue and smallest is not None and smallest < min_input:
         notes.append(
             f"min-input-files lowered from {min_input} to {smallest} so partitions with {smallest} or more "
