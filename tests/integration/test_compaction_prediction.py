@@ -1,7 +1,8 @@
 """Contract: what `recommend` predicts for `rewrite_data_files` is what Iceberg then does, on real Spark
 and real Iceberg tables partitioned by day.
 
-- 3 and 20 small files per partition, and a table evolved from months(ts) to days(ts): the predicted
+- 3 and 20 small files per partition, a table evolved from months(ts) to days(ts), and one through
+  four partition specs (unpartitioned, months, days, days and bucket): the predicted
   groups are the partitions Iceberg rewrites, files in match exactly, files out exactly for partitions of
   the current spec (a group of earlier specs' files is written out per current partition, so its files
   out is a lower bound); the table is healthy after one maintenance; contents are unchanged on main and
@@ -30,7 +31,7 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.state.history_store import HistoryStore
-from tests.compaction_testkit import daily_table, files_by_partition
+from tests.compaction_testkit import daily_table, files_by_partition, insert_days
 from tests.safety.safety_testkit import contents_by_version
 
 pytestmark = pytest.mark.spark
@@ -154,3 +155,47 @@ def test_a_rewrite_that_does_nothing_is_no_effect_and_not_repeated(
     # the unchanged table: the recommendation does not repeat it (whatever it would plan)
     recommendation = engine.recommend(key, now=datetime.now(UTC))
     assert REWRITE not in {a.action for a in recommendation.actions}
+
+
+def test_four_partition_specs_are_predicted_as_iceberg_groups_them(
+    spark: SparkSession, engine: Engine, namespace: str
+) -> None:
+    """Unpartitioned, then months(ts), then days(ts), then days(ts) and bucket(2, id): every file of the
+    three earlier specs is one group; each current (day, bucket) partition is its own."""
+    key = TableKey(catalog="lake", namespace=(namespace,), name="four_specs")
+    q = qualified_table("lake", key)
+    spark.sql(f"CREATE TABLE {q} (id bigint, ts timestamp, payload string) USING iceberg")
+    spark.sql(COOL.format(q))
+    start = 0
+    for evolve, inserts in [
+        (None, 2),
+        ("ADD PARTITION FIELD months(ts)", 1),
+        ("REPLACE PARTITION FIELD months(ts) WITH days(ts)", 2),
+        ("ADD PARTITION FIELD bucket(2, id)", 2),
+    ]:
+        if evolve:
+            spark.sql(f"ALTER TABLE {q} {evolve}")
+        for _ in range(inserts):
+            insert_days(spark, q, start, 60, days=3)
+            start += 60
+    contents = contents_by_version(spark, key)
+    files = files_by_partition(spark, key)
+    earlier = sum(len(paths) for p, paths in files.items() if not p.startswith("3:"))
+    current = {p: len(paths) for p, paths in files.items() if p.startswith("3:")}
+
+    [planned] = [a for a in engine.recommend(key).actions if a.action is REWRITE]
+    prediction = planned.prediction
+    assert prediction is not None
+    groups = {g.partition: g.files_in for g in prediction.groups}
+    assert groups.pop(OTHER_SPECS) == earlier
+    assert sorted(groups.values()) == sorted(current.values())  # one group per (day, bucket)
+
+    report = engine.maintain(key, Recommendation(table=key.text, actions=(planned,)))
+
+    [result] = report.results
+    judged = result.predicted_actual
+    assert result.status == "succeeded" and judged is not None and judged.done is not None
+    assert judged.done.files_in == prediction.files_in
+    assert prediction.files_out <= (judged.done.files_out or 0) <= prediction.files_out + len(current)
+    after = contents_by_version(spark, key)
+    assert {v: after[v] for v in contents} == contents  # main and every earlier snapshot
