@@ -83,6 +83,7 @@ class _Planner:
         self.codes = {issue.code for issue in health.issues}
         self.target = policy.target_file_size_bytes or status.target_file_size_bytes
         self.applies_deletes = False
+        self.rewrites_data = False  # a data rewrite runs first: the manifests it leaves are unknown
 
     def plan(self, action: MaintenanceAction) -> _Plan | str:
         """A plan, or why there is nothing to gain."""
@@ -96,9 +97,9 @@ class _Planner:
         return planners[action]()
 
     def _data_files(self) -> _Plan | str:
-        if self.status.layout is not None:
-            return self._planned_data_files()
-        return self._estimated_data_files()
+        plan = self._planned_data_files() if self.status.layout is not None else self._estimated_data_files()
+        self.rewrites_data = isinstance(plan, _Plan)
+        return plan
 
     def _planned_data_files(self) -> _Plan | str:
         """From the partition layout: Iceberg's own grouping, predicted (recommendation_compaction)."""
@@ -189,7 +190,7 @@ class _Planner:
             f"of {format_bytes(MANIFEST_TARGET_BYTES)}; fewer manifests make query planning cheaper",
             {},
             _Gain(files_removed=s.manifest_count - ideal, bytes_to_rewrite=s.manifest_bytes),
-            _expected(s.manifest_count, ideal, s.manifest_bytes),
+            None if self.rewrites_data else _expected(s.manifest_count, ideal, s.manifest_bytes),
         )
 
     def _snapshots(self) -> _Plan | str:

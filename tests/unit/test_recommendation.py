@@ -180,6 +180,16 @@ def test_many_small_manifests_are_rewritten() -> None:
     assert action.options == {}
     assert action.reason.startswith("60 manifests (468.8 KiB) would fit in about 1")
     assert A.REWRITE_MANIFESTS in recommended(run(make_status(manifest_count=10, manifest_bytes=80_000)))
+    assert action.prediction is not None
+    assert (action.prediction.files_in, action.prediction.files_out) == (60, 1)
+
+
+def test_a_manifest_rewrite_after_a_data_rewrite_predicts_nothing() -> None:
+    """The data rewrite's commit replaces the manifests: what is left to merge is unknown."""
+    status = make_status(**small_files(80, 100), manifest_count=60, manifest_bytes=60 * 8000)
+    actions = recommended(run(status))
+    assert actions[A.REWRITE_DATA_FILES].prediction is None  # no layout: whole-table estimate only
+    assert actions[A.REWRITE_MANIFESTS].prediction is None
 
 
 def test_old_snapshots_beyond_retain_last_are_expired() -> None:
