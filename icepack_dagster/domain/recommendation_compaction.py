@@ -98,6 +98,12 @@ def choose_compaction(
         )
         min_input = smallest
     prediction = predict_rewrite(layout, sizes, min_input, apply_deletes=apply_deletes, leave_out=hot)
+    if not prediction.groups and hot and smallest_mergeable_group(layout) is not None:
+        return (
+            f"every partition with files to merge was written in the last {policy.hot_partition_minutes:g} "
+            f"minutes ({_listed(hot_labels)}); compaction waits until they are quiet "
+            "(icepack.compaction.hot-minutes)"
+        )
     if not prediction.groups:
         return _nothing_to_merge(status, layout)
     options = {**sizes.options(), "min-input-files": str(min_input)}

@@ -137,6 +137,20 @@ def test_with_a_partition_layout_the_rewrite_is_planned_per_partition() -> None:
     assert action.prediction.groups[0].partition == "ts_day=2024-10-04"
 
 
+def test_when_only_hot_partitions_could_merge_compaction_waits_and_says_so() -> None:
+    status = make_status(**daily_layout(3, 4))
+    assert status.layout is not None
+    written = int(NOW.timestamp() * 1000)
+    hot = tuple(c.model_copy(update={"last_write_ms": written}) for c in status.layout.candidates)
+    status = status.model_copy(update={"layout": status.layout.model_copy(update={"candidates": hot})})
+    assert skip_reason(run(status), A.REWRITE_DATA_FILES) == (
+        "nothing to gain: every partition with files to merge was written in the last 60 minutes "
+        "(ts_day=2024-10-04, ts_day=2024-10-05, ts_day=2024-10-06, ts_day=2024-10-07); compaction waits "
+        "until they are quiet "
+        "(icepack.compaction.hot-minutes)"
+    )
+
+
 def test_one_small_file_per_partition_is_not_compacted() -> None:
     r = run(make_status(**daily_layout(1, 11)))
     assert skip_reason(r, A.REWRITE_DATA_FILES) == (
