@@ -154,7 +154,7 @@ def long_bounds(bench: Bench, args: Any) -> None:
     table(
         f"A/B in one process per table over the manifest bytes in memory; CPU seconds, best of {ROUNDS} "
         "alternated rounds.\nEvery reader inflates the Avro blocks (deflate), 'floor: inflate' does only "
-        "that; 'icepack decode' finds\nevery entry and its five status values (ManifestEntries); 'fastavro "
+        "that; 'icepack decode' finds\nevery entry and its six status values (ManifestEntries); 'fastavro "
         "full decode' builds every field of\nevery entry; 'first pass' is the process's first decode, which "
         "also compiles the table's patterns",
         ["table", "reader", "cpu s", "entries/s", "speed vs fastavro"],

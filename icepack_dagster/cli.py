@@ -3,7 +3,8 @@
 Exit codes: 0 done (or a dry run listed its work), 1 failed, 2 bad usage or configuration (an
 ill-formed table name too), 3 nothing to do, 4 the named table is gone (not in its catalog: dropped,
 or misspelt; nothing ran), 5 deferred (the catalog or storage kept failing transiently after retries,
-or another maintenance holds the table; nothing ran; try again later). Table names are printed in the
+or another maintenance holds the table; nothing ran; try again later), 6 no effect (an action ran but
+did nothing where its prediction planned work). Table names are printed in the
 form that reads back as exactly that table (domain/table_key.py).
 Progress goes to stderr so that --json output stays clean on stdout.
 """
@@ -30,6 +31,7 @@ from icepack_dagster.exceptions import (
     MissingComponentError,
 )
 from icepack_dagster.presentation import (
+    format_accuracy,
     format_health,
     format_policy,
     format_recommendation,
@@ -42,6 +44,7 @@ from icepack_dagster.settings import load_settings
 from icepack_dagster.spark import jvm_artifacts
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO, EXIT_TABLE_GONE, EXIT_DEFERRED = 0, 1, 2, 3, 4, 5
+EXIT_NO_EFFECT = 6  # an action ran but did nothing where its prediction planned work
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
@@ -192,6 +195,19 @@ def maintain(
         sys.exit(EXIT_TABLE_GONE)
     if outcomes <= {"nothing_to_do", "table_gone"}:  # with --all, tables dropped since discovery
         sys.exit(EXIT_NOTHING_TO_DO)
+    if "no_effect" in outcomes:
+        sys.exit(EXIT_NO_EFFECT)
+
+
+@cli.command()
+@click.argument("table", required=False)
+@json_option
+@pass_ctx
+def accuracy(ctx: _Context, table: str | None, as_json: bool) -> None:
+    """Predicted against done files and bytes per action, across the fleet (or for TABLE)."""
+    key = ctx.engine.resolve(table) if table else None
+    rows = ctx.engine.accuracy(key)
+    _emit([row.model_dump(mode="json") for row in rows], as_json, lambda: format_accuracy(rows))
 
 
 def _maintain_each(

@@ -20,6 +20,7 @@ from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.policy import EffectivePolicy, Policy, PolicyRule, resolve_policy
+from icepack_dagster.domain.prediction_model import PredictionAccuracy
 from icepack_dagster.domain.recommendation import recommend
 from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction
 from icepack_dagster.domain.safety import UnreferencedFiles, on_object_store
@@ -198,6 +199,10 @@ class Engine:
         policy = self.policy(key, status.properties).policy
         return recommend(status, health, policy, self.history(key, policy), now)
 
+    def accuracy(self, table: TableKey | None = None) -> tuple[PredictionAccuracy, ...]:
+        """Planned against done, per action, over the fleet's (or one table's) recorded predictions."""
+        return self.history_store.accuracy(table.text if table is not None else None)
+
     def unreferenced_files(self, key: TableKey, now: datetime | None = None) -> UnreferencedFiles:
         """Files under the table's location that no metadata references, split by the table's orphan
         age: what interrupted writes or maintenance left, until orphan removal may collect it."""
@@ -293,7 +298,11 @@ class Engine:
             )
         ordered = sorted([*results, *skipped], key=lambda r: ACTION_ORDER.index(r.action))
         report = MaintenanceReport(
-            table=key.text, started_at=started, finished_at=utc_now(), results=tuple(ordered)
+            table=key.text,
+            snapshot_id=status.snapshot_id,
+            started_at=started,
+            finished_at=utc_now(),
+            results=tuple(ordered),
         )
         if not dry_run and (chosen or refused):
             self.history_store.record(report)

@@ -8,9 +8,12 @@ from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.iceberg_properties import explain_iceberg_layer
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.policy import EffectivePolicy, explain_policy
+from icepack_dagster.domain.prediction_model import PredictionAccuracy
 from icepack_dagster.domain.recommendation_model import Recommendation
 from icepack_dagster.domain.safety import UnreferencedFiles
 from icepack_dagster.domain.status import TableStatus
+
+GROUPS_SHOWN = 20  # rewrite groups listed per action in text; --json has them all
 
 
 def human_bytes(value: float | None) -> str:
@@ -74,6 +77,14 @@ def format_recommendation(name: str, r: Recommendation) -> str:
     for a in r.actions:
         options = ", ".join(f"{k}={v}" for k, v in a.options.items())
         lines.append(f"  + {a.action.value}: {a.reason}" + (f"  ({options})" if options else ""))
+        groups = a.prediction.groups if a.prediction else ()
+        for group in groups[:GROUPS_SHOWN]:
+            lines.append(
+                f"      {group.partition}: {group.files_in} files ({human_bytes(group.bytes_in)}) -> "
+                f"{group.files_out}"
+            )
+        if len(groups) > GROUPS_SHOWN:
+            lines.append(f"      ... and {len(groups) - GROUPS_SHOWN} more groups (--json lists all)")
     lines += [f"  - {s.action.value}: {s.reason}" for s in r.skipped]
     return "\n".join(lines)
 
@@ -113,6 +124,12 @@ def format_report(name: str, report: MaintenanceReport) -> str:
             lines.append(f"            {r.reason}")
         if r.error:
             lines.append(f"            error: {r.error}")
+        judged = r.predicted_actual
+        if judged is not None and judged.done is not None and r.status != "no_effect":
+            lines.append(
+                f"            predicted {judged.planned.files_in} files in -> {judged.planned.files_out}, "
+                f"done {judged.done.files_in} -> {judged.done.files_out}"
+            )
         if r.status == "dry_run":
             lines += [f"            {statement}" for statement in r.statements]
         impact = r.impact
@@ -133,3 +150,18 @@ def report_json(name: str, report: MaintenanceReport) -> dict[str, Any]:
         "outcome": report.outcome,
         "results": [r.model_dump(mode="json") for r in report.results],
     }
+
+
+def format_accuracy(rows: tuple[PredictionAccuracy, ...]) -> str:
+    """Planned against done per action: files in, files out, bytes in, and runs that had no effect."""
+    if not rows:
+        return "no predictions recorded yet"
+    lines = ["action                          runs  no effect  files in (planned/done)  files out  bytes in"]
+    for row in rows:
+        lines.append(
+            f"{row.action:<30} {row.runs:>5}  {row.no_effect_runs:>9}  "
+            f"{row.planned_files_in:>11} / {row.done_files_in:<10}  "
+            f"{row.planned_files_out} / {row.done_files_out}  "
+            f"{human_bytes(row.planned_bytes_in)} / {human_bytes(row.done_bytes_in)}"
+        )
+    return "\n".join(lines)

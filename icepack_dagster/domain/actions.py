@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from icepack_dagster.domain.prediction_model import PredictedActual
+
 
 class MaintenanceAction(StrEnum):
     """The five actions, each one Iceberg Spark procedure. Declaration order is execution order:
@@ -27,8 +29,11 @@ class MaintenanceAction(StrEnum):
 
 ACTION_ORDER: tuple[MaintenanceAction, ...] = tuple(MaintenanceAction)
 
-# deferred: not run because the catalog or storage kept failing transiently; retried later, never a failure
-ActionStatus = Literal["succeeded", "failed", "skipped", "dry_run", "deferred"]
+# no_effect: ran without error but did nothing where the prediction planned work (neither success nor
+# failure: never counts towards quarantine, and is not recommended again until the table changes).
+# deferred: not run because the catalog or storage kept failing transiently, or another maintenance
+# holds the table; retried later, never a failure.
+ActionStatus = Literal["succeeded", "no_effect", "failed", "skipped", "dry_run", "deferred"]
 
 
 class ActionImpact(BaseModel):
@@ -62,3 +67,6 @@ class ActionResult(BaseModel):
     duration_seconds: float = Field(ge=0)
     error: str | None = None
     reason: str | None = Field(default=None, description="Why the action was skipped, when it was")
+    predicted_actual: PredictedActual | None = Field(
+        default=None, description="The recommendation's prediction next to what the procedure reported"
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from icepack_dagster.domain.compaction_planner import lone_small_files
 from icepack_dagster.domain.health_model import HealthIssue, HealthState, Severity, TableHealth
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.iceberg_properties import (
@@ -24,6 +25,7 @@ DELETE_FILE_BUILDUP = "DELETE_FILE_BUILDUP"
 SNAPSHOT_BACKLOG = "SNAPSHOT_BACKLOG"
 OLD_SNAPSHOTS = "OLD_SNAPSHOTS"
 METADATA_LOG_GROWTH = "METADATA_LOG_GROWTH"
+FINE_PARTITIONING = "FINE_PARTITIONING"
 
 ISSUE_CODES: tuple[str, ...] = (
     SMALL_FILES,
@@ -32,6 +34,7 @@ ISSUE_CODES: tuple[str, ...] = (
     SNAPSHOT_BACKLOG,
     OLD_SNAPSHOTS,
     METADATA_LOG_GROWTH,
+    FINE_PARTITIONING,
 )
 
 # `unknown` ranks above `critical`: a table that cannot be measured needs a person most.
@@ -92,14 +95,40 @@ def _file_share(
 
 
 def _small_files(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
-    ratio = s.small_file_ratio
+    """Small files a rewrite can merge; those alone in their partition are FINE_PARTITIONING's."""
+    lone = lone_small_files(s.layout) if s.layout is not None else 0
+    count = s.small_file_count - lone
+    ratio = count / s.live_data_files if s.live_data_files else 0.0
     return _file_share(
-        SMALL_FILES, "small_file_ratio", s.small_file_count, t.small_file_min_count, ratio,
+        SMALL_FILES, "small_file_ratio", count, t.small_file_min_count, ratio,
         (t.small_file_ratio_warning, t.small_file_ratio_critical),
         lambda threshold: (
-            f"{s.small_file_count} of {s.live_data_files} data files ({ratio:.0%}) are under "
-            f"{format_bytes(s.small_file_threshold_bytes)} (threshold {threshold:.0%}); "
-            "compaction would merge them"
+            f"{count} of {s.live_data_files} data files ({ratio:.0%}) are under "
+            f"{format_bytes(s.small_file_threshold_bytes)} (threshold {threshold:.0%}) and share a "
+            "partition with other small files; compaction would merge them"
+        ),
+    )
+
+
+def _fine_partitioning(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
+    """Small files that no rewrite can merge, each the only small file of its partition, when they are
+    enough to be a SMALL_FILES issue on their own: the partitioning is finer than the data volume.
+    Never critical: no maintenance can fix it; the table's owner can."""
+    if s.layout is None or _small_files(s, t) is not None:
+        return None
+    lone = lone_small_files(s.layout)
+    ratio = lone / s.live_data_files if s.live_data_files else 0.0
+    per_partition = s.live_data_bytes / max(s.partition_count, 1)
+    return _file_share(
+        FINE_PARTITIONING, "lone_small_file_ratio", lone, t.small_file_min_count, ratio,
+        (t.small_file_ratio_warning, float("inf")),
+        lambda threshold: (
+            f"{lone} of {s.live_data_files} data files ({ratio:.0%}, threshold {threshold:.0%}) are small "
+            f"and each the only small file of its partition: {s.partition_count} partitions hold "
+            f"{format_bytes(per_partition)} each on average, against a target file size of "
+            f"{format_bytes(s.target_file_size_bytes)}. The partitioning is finer than the data volume, "
+            "so compaction cannot merge them. Partition more coarsely (for example by month instead of "
+            "by day), or accept files this size with icepack.small-file-threshold-bytes"
         ),
     )
 
@@ -187,7 +216,9 @@ def _metadata_log(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
     )
 
 
-_CHECKS = (_small_files, _manifests, _deletes, _snapshot_count, _snapshot_age, _metadata_log)
+_CHECKS = (
+    _small_files, _fine_partitioning, _manifests, _deletes, _snapshot_count, _snapshot_age, _metadata_log
+)
 
 
 def assess_health(status: TableStatus, thresholds: HealthThresholds) -> TableHealth:

@@ -20,6 +20,10 @@ class TableHistory(BaseModel):
     last_error: str | None = None
     quarantined: bool = False
     quarantined_at: datetime | None = None
+    no_effect_on: dict[MaintenanceAction, int] = Field(
+        default_factory=dict,
+        description="Per action whose latest run had no effect, the snapshot it was planned on",
+    )
 
     @staticmethod
     def empty(table: str) -> TableHistory:

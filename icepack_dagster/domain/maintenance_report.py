@@ -10,13 +10,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from icepack_dagster.domain.actions import ActionResult
 
-Outcome = Literal["nothing_to_do", "succeeded", "failed", "dry_run", "table_gone", "deferred"]
+Outcome = Literal["nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone", "deferred"]
 
 
 class MaintenanceReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     table: str
+    snapshot_id: int | None = Field(
+        default=None, description="The table's current snapshot when its actions were planned"
+    )
     started_at: datetime
     finished_at: datetime
     results: tuple[ActionResult, ...] = ()
@@ -39,6 +42,8 @@ class MaintenanceReport(BaseModel):
             return "failed"
         if "deferred" in statuses:
             return "deferred"
+        if "no_effect" in statuses:  # did not do what it said: not a success, and not a failure either
+            return "no_effect"
         if "succeeded" in statuses:
             return "succeeded"
         if "dry_run" in statuses:

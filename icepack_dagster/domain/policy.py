@@ -88,6 +88,9 @@ class Policy(BaseModel):
     snapshot_max_age_hours: RetentionHours = Field(default=120.0, description="Expire older snapshots")
     snapshot_retain_last: RetainCount = Field(default=5, description="Always keep this many newest snapshots")
     orphan_older_than_hours: OrphanHours = Field(default=72.0, description="Only older unreferenced files go")
+    hot_partition_minutes: Hours = Field(
+        default=60.0, description="Compaction leaves out partitions written within this many minutes"
+    )
     actions: dict[MaintenanceAction, Flag] = Field(default_factory=_all_actions)
     quarantine_after_failures: Failures = 3
     windows: tuple[MaintenanceWindow, ...] = Field(default=(), description="Empty: any time (UTC)")
@@ -114,6 +117,7 @@ class PolicyOverrides(BaseModel):
     snapshot_max_age_hours: Hours | None = None
     snapshot_retain_last: FileCount | None = None
     orphan_older_than_hours: OrphanHours | None = None
+    hot_partition_minutes: Hours | None = None
     actions: dict[MaintenanceAction, Flag] = Field(default_factory=dict)
     quarantine_after_failures: Failures | None = None
     windows: tuple[MaintenanceWindow, ...] | None = None
@@ -169,6 +173,7 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "icepack.window": ("windows", parse_windows),
     "icepack.quarantine-after-failures": ("quarantine_after_failures", parse_whole_number),
     "icepack.priority-boost": ("priority_boost", parse_number),
+    "icepack.compaction.hot-minutes": ("hot_partition_minutes", parse_number),
 }
 PROPERTY_NAMES: tuple[str, ...] = (
     *_PROPERTIES, *(f"icepack.action.{action}.enabled" for action in ACTION_ORDER)

@@ -47,6 +47,13 @@ def _ratio(value: str) -> str:
     return repr(float(value))
 
 
+def _filter(value: str) -> str:
+    """A rewrite's `where`: the planner's partition filter (leaving hot partitions out), one line."""
+    if not value.strip() or "\n" in value or len(value) > 20_000:
+        raise ValueError("must be one non-empty line of at most 20000 characters")
+    return value
+
+
 def _one_of(*choices: str) -> Validator:
     def validate(value: str) -> str:
         if value not in choices:
@@ -108,7 +115,7 @@ MAP_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
 }
 # Per action: options that are named procedure arguments, rendered as typed SQL literals.
 ARGUMENT_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
-    MaintenanceAction.REWRITE_DATA_FILES: {"strategy": _one_of("binpack", "sort")},
+    MaintenanceAction.REWRITE_DATA_FILES: {"strategy": _one_of("binpack", "sort"), "where": _filter},
     MaintenanceAction.REWRITE_POSITION_DELETE_FILES: {},
     MaintenanceAction.REWRITE_MANIFESTS: {"use_caching": boolean, "spec_id": int_between(0, 100_000)},
     MaintenanceAction.EXPIRE_SNAPSHOTS: {
@@ -125,10 +132,9 @@ ARGUMENT_OPTIONS: dict[MaintenanceAction, dict[str, Validator]] = {
         "prefix_listing": boolean,  # set by the engine for object stores (domain/safety.py)
     },
 }
-_STRING_ARGUMENTS = {"strategy"}
+_STRING_ARGUMENTS = {"strategy", "where"}
 _TIMESTAMP_ARGUMENTS = {"older_than"}
 _REFUSED = {
-    "where": "a filter would address only part of the table; icepack maintains whole tables",
     "table": "the table comes from the table key, not from options",
     "options": "give map options as separate keys",
 }

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from math import ceil
 
 from icepack_dagster.domain.actions import ACTION_ORDER, MaintenanceAction
+from icepack_dagster.domain.compaction_planner import RewritePrediction
 from icepack_dagster.domain.health import (
     DELETE_FILE_BUILDUP,
     SMALL_FILES,
@@ -32,6 +33,7 @@ from icepack_dagster.domain.iceberg_properties import (
     unreadable_for,
 )
 from icepack_dagster.domain.policy import Policy
+from icepack_dagster.domain.recommendation_compaction import choose_compaction
 from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
 from icepack_dagster.domain.status import TableStatus
 
@@ -60,6 +62,12 @@ class _Plan:
     reason: str
     options: dict[str, str] = field(default_factory=dict)
     gain: _Gain = _Gain()
+    prediction: RewritePrediction | None = None
+
+
+def _expected(files_in: int, files_out: int | None = None, bytes_in: int | None = None) -> RewritePrediction:
+    """A whole-table estimate (no groups): the outcome check only tells "no effect" from "some"."""
+    return RewritePrediction(files_in=files_in, files_out=files_out or 0, bytes_in=bytes_in or 0, exact=False)
 
 
 def _priority(gains: list[_Gain], boost: float) -> float:
@@ -86,6 +94,7 @@ class _Planner:
         self.codes = {issue.code for issue in health.issues}
         self.target = policy.target_file_size_bytes or status.target_file_size_bytes
         self.applies_deletes = False
+        self.rewrites_data = False  # a data rewrite runs first: the manifests it leaves are unknown
 
     def plan(self, action: MaintenanceAction) -> _Plan | str:
         """A plan, or why there is nothing to gain."""
@@ -99,6 +108,28 @@ class _Planner:
         return planners[action]()
 
     def _data_files(self) -> _Plan | str:
+        plan = self._planned_data_files() if self.status.layout is not None else self._estimated_data_files()
+        self.rewrites_data = isinstance(plan, _Plan)
+        return plan
+
+    def _planned_data_files(self) -> _Plan | str:
+        """From the partition layout: Iceberg's own grouping, predicted (recommendation_compaction)."""
+        s = self.status
+        choice = choose_compaction(s, self.policy, self.target, self.codes, self.now)
+        if isinstance(choice, str):
+            return choice
+        self.applies_deletes = s.live_delete_files > 0
+        p = choice.prediction
+        deletes = s.live_delete_files if self.applies_deletes else 0
+        gain = _Gain(
+            files_removed=max(0, p.files_in - p.files_out) + deletes,
+            bytes_reclaimed=s.live_delete_bytes if self.applies_deletes else 0,
+            bytes_to_rewrite=p.bytes_in,
+        )
+        return _Plan(choice.reason, choice.options, gain, p)
+
+    def _estimated_data_files(self) -> _Plan | str:
+        """Without a partition layout (a status from before it was measured): whole-table estimates."""
         s, min_files = self.status, self.policy.min_input_files
         compact = SMALL_FILES in self.codes and s.small_file_count >= min_files
         if not compact and not s.live_delete_files:
@@ -156,6 +187,7 @@ class _Planner:
             f"{count} position delete files ({format_bytes(position_bytes)}) would merge into about {merged}",
             {"min-input-files": "2"},
             _Gain(files_removed=max(0, count - merged), bytes_to_rewrite=position_bytes),
+            _expected(count, merged, position_bytes),
         )
 
     def _manifests(self) -> _Plan | str:
@@ -170,6 +202,7 @@ class _Planner:
             f"of {format_bytes(int(target))}; fewer manifests make query planning cheaper",
             {},
             _Gain(files_removed=s.manifest_count - ideal, bytes_to_rewrite=s.manifest_bytes),
+            None if self.rewrites_data else _expected(s.manifest_count, ideal, s.manifest_bytes),
         )
 
     def _snapshots(self) -> _Plan | str:
@@ -192,6 +225,7 @@ class _Planner:
             f"(oldest {format_hours(oldest)}) beyond the newest {keep} kept",
             {"older_than": _timestamp(self.now - timedelta(hours=max_age)), "retain_last": str(keep)},
             _Gain(files_removed=expired),  # at least each expired snapshot's manifest list
+            _expected(expired),  # one manifest list deleted per expired snapshot
         )
 
     def _orphans(self) -> _Plan:
@@ -235,6 +269,16 @@ def _cadence_gate(
     return f"cadence not elapsed: last ran {elapsed:.1f} h ago, cadence {cadence:g} h"
 
 
+def _no_effect_gate(action: MaintenanceAction, status: TableStatus, history: TableHistory) -> str | None:
+    """An action whose last run on this very snapshot did nothing would do nothing again."""
+    if status.snapshot_id is None or history.no_effect_on.get(action) != status.snapshot_id:
+        return None
+    return (
+        f"its last run on this same table state (snapshot {status.snapshot_id}) had no effect; "
+        "not repeated until the table changes"
+    )
+
+
 def recommend(
     status: TableStatus, health: TableHealth, policy: Policy, history: TableHistory, now: datetime
 ) -> Recommendation:
@@ -260,7 +304,11 @@ def recommend(
         elif action.destructive and gc_disabled:
             reason = gc_disabled_reason(status.properties.get(GC_ENABLED))
         else:
-            reason = unreadable_for(action, status.properties) or _cadence_gate(action, policy, history, now)
+            reason = (
+                unreadable_for(action, status.properties)
+                or _cadence_gate(action, policy, history, now)
+                or _no_effect_gate(action, status, history)
+            )
         if reason is None:
             plan = planner.plan(action)
             if isinstance(plan, str):
@@ -273,6 +321,7 @@ def recommend(
                         reason=plan.reason,
                         priority=_priority([plan.gain], policy.priority_boost),
                         options=plan.options,
+                        prediction=plan.prediction,
                     )
                 )
                 continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.compaction_planner import RewritePrediction
 
 
 class RecommendedAction(BaseModel):
@@ -16,6 +17,9 @@ class RecommendedAction(BaseModel):
     reason: str
     priority: float = Field(ge=0, description="Higher runs first across tables")
     options: dict[str, str] = Field(default_factory=dict, description="Procedure options, as strings")
+    prediction: RewritePrediction | None = Field(
+        default=None, description="What Iceberg is expected to do (rewrite_data_files), per group"
+    )
 
 
 class SkippedAction(BaseModel):

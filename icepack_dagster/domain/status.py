@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from icepack_dagster.domain.partition_layout import PartitionLayout
+
 
 class FileSizeBucket(BaseModel):
     """Live data files whose size is in [lower_bytes, upper_bytes); upper None means unbounded."""
@@ -71,6 +73,9 @@ class TableStatus(BaseModel):
     tag_count: int = Field(ge=0)
     properties: dict[str, str] = Field(
         default_factory=dict, description="Table properties (policy reads them)"
+    )
+    layout: PartitionLayout | None = Field(
+        default=None, description="Partitions with rewrite candidates (the compaction planner reads them)"
     )
 
     @property

@@ -1,14 +1,14 @@
 """Manifest entries decoded from Avro by patterns compiled from an entry's shape.
 
-Status needs five values of a manifest entry (status, content, partition, record count, file size), all
-at its front; the rest of an entry is column statistics for every column. Avro records carry no length,
-so the statistics must still be walked to reach the next entry, and that walk made fastavro slow (about
-10k entries/s on a 22-column table, even with a projected reader schema). Here the walk runs in Python's
-C regular-expression engine: an entry's shape (union branches, array block counts, where long strings
-are) is learnt from one entry decoded exactly in Python, then compiled into a pattern that matches
-exactly the Avro encoding of entries of that shape and captures the five values. Strings and bytes
-inside arrays (column bounds) match by their one- or two-byte length prefix, so entries whose bounds
-differ in length (up to 1023 bytes) share a pattern. An entry that fits no known shape is decoded
+Status needs six values of a manifest entry (status, snapshot id, content, partition, record count, file
+size), all at its front; the rest of an entry is column statistics for every column. Avro records carry
+no length, so the statistics must still be walked to reach the next entry, and that walk made fastavro
+slow (about 10k entries/s on a 22-column table, even with a projected reader schema). Here the walk runs
+in Python's C regular-expression engine: an entry's shape (union branches, array block counts, where
+long strings are) is learnt from one entry decoded exactly in Python, then compiled into a pattern that
+matches exactly the Avro encoding of entries of that shape and captures the six values. Strings and
+bytes inside arrays (column bounds) match by their one- or two-byte length prefix, so entries whose
+bounds differ in length (up to 1023 bytes) share a pattern. An entry that fits no known shape is decoded
 exactly and teaches a new one; a pattern never guesses (docs/PERFORMANCE.md).
 """
 
@@ -36,9 +36,10 @@ from icepack_dagster.iceberg.avro_walk import (
 )
 
 # Iceberg field ids of the entry values status reads, in the order `ManifestEntries` yields them.
-_ROLES = ("status", "content", "partition", "records", "size")
+_ROLES = ("status", "content", "partition", "records", "size", "snapshot")
 _ENTRY_ROLES: dict[int, Any] = {
     0: "status",
+    1: "snapshot",
     2: {134: "content", 102: "partition", 103: "records", 104: "size"},
 }
 
@@ -231,9 +232,10 @@ def _schema(schema: dict[str, Any], text: str | None) -> _Schema:
 
 class ManifestEntries:
     """The entries of one manifest (the Avro file's bytes) as raw (status, content, partition, records,
-    size) values: Avro encodings, None for a field the schema lacks (content in v1). Compare them with
-    `encode_long`, read numbers with `decode_long` and partition tuples with `partition`; kept raw
-    because most entries need only two numbers. `expected` is the manifest's entry count if known."""
+    size, snapshot) values: Avro encodings, None for a field the schema lacks (content in v1).
+    Compare them with `encode_long`, read numbers with `decode_long` and partition tuples with
+    `partition`; kept raw because most entries need only two numbers. `expected` is the manifest's
+    entry count if known."""
 
     def __init__(self, data: bytes, path: str, expected: int | None) -> None:
         self.path = path
@@ -243,6 +245,7 @@ class ManifestEntries:
             raise ValueError(f"{path} is not an Iceberg manifest (Avro schema is not a record)")
         self._schema = _schema(schema, self._blocks.metadata.get("avro.schema"))
         self.tree = self._schema.tree
+        self._snapshot_node = find_role(self.tree, "snapshot")
         self._expected = expected if expected is not None else _COMPILE_WORTH
 
     def __iter__(self) -> Iterator[Values]:
@@ -284,6 +287,12 @@ class ManifestEntries:
             del shapes[_SHAPES_KEPT:]
             self._schema.recent = shapes[:]
         return tuple(found.get(role) for role in _ROLES), end
+
+    def snapshot(self, raw: bytes | None) -> int | None:
+        """The snapshot id that added an entry; None when the entry inherits it from its manifest."""
+        if raw is None or self._snapshot_node is None:
+            return None
+        return cast(int | None, read_value(self._snapshot_node, raw, 0)[0])
 
     def partition(self, raw: bytes) -> tuple[Any, ...]:
         node = find_role(self.tree, "partition")

@@ -37,6 +37,7 @@ _MANIFEST_FILE_FIELDS = {
     500: "manifest_path",
     501: "manifest_length",
     502: "partition_spec_id",
+    503: "added_snapshot_id",
     517: "content",
     504: "added_files_count",
     505: "existing_files_count",
@@ -57,6 +58,23 @@ class ManifestRef:
     live_files: int | None  # added + existing entries; None when the (v1) list leaves the counts out
     live_rows: int | None = None  # records in added + existing entries; None when the list leaves it out
     entries: int | None = None  # all entries, deleted ones included; None when unknown
+    added_snapshot_id: int | None = None  # the snapshot that wrote the manifest (entries may inherit it)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFiles:
+    """One partition's live files in one manifest, as far as compaction planning needs them: its data
+    files outside the size range a rewrite leaves alone (small: below the small-file threshold; large:
+    above `large_file_threshold`), its delete files, and the snapshots that added any of them.
+    `values` are JSON-safe (bytes as a ("bytes", hex) pair)."""
+
+    values: tuple[Any, ...]
+    small_files: int = 0
+    small_bytes: int = 0
+    large_files: int = 0
+    large_bytes: int = 0
+    delete_files: int = 0
+    snapshot_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +93,7 @@ class ManifestSummary:
     small_bytes: int = 0
     size_histogram: tuple[int, ...] = (0,) * len(SIZE_BUCKET_LABELS)
     partitions: frozenset[int] = frozenset()  # `partition_id` of each distinct partition of live data files
+    partition_files: tuple[PartitionFiles, ...] = ()  # partitions with small, large or delete files
 
 
 EMPTY_SUMMARY = ManifestSummary()
@@ -194,6 +213,7 @@ def read_manifest_list(io: FileIO, path: str) -> list[ManifestRef]:
                 live_files=_count(record, "added_files_count", "existing_files_count"),
                 live_rows=_count(record, "added_rows_count", "existing_rows_count"),
                 entries=_count(record, "added_files_count", "existing_files_count", "deleted_files_count"),
+                added_snapshot_id=record.get("added_snapshot_id"),
             )
         )
     return refs
@@ -206,6 +226,52 @@ _DELETED, _DATA, _POSITION = (
 )
 
 
+def large_file_threshold(small_threshold: int) -> int:
+    """Files above this are split by a rewrite: Iceberg's max-file-size-bytes default is 1.8 x target
+    and its min-file-size-bytes default (the small-file threshold) 0.75 x target, so 2.4 x small."""
+    return small_threshold * 12 // 5
+
+
+def json_safe(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Partition values as JSON can hold them: bytes (decimals, uuids, fixed, binary) as a tagged pair."""
+    return tuple(("bytes", v.hex()) if isinstance(v, bytes) else v for v in values)
+
+
+def _partition_files(
+    entries: ManifestEntries, ref: ManifestRef, tallies: dict[bytes, list[Any]]
+) -> tuple[PartitionFiles, ...]:
+    """Tallies (counts, then the raw snapshot ids seen) as `PartitionFiles`, in a stable order; each
+    distinct raw snapshot id is decoded once, and an entry without one inherits the manifest's."""
+    decoded: dict[bytes | None, int | None] = {}
+    found = []
+    for raw, tally in tallies.items():
+        snapshots: set[int] = set()
+        for raw_snapshot in tally[5]:
+            if raw_snapshot not in decoded:
+                snapshot = entries.snapshot(raw_snapshot)
+                decoded[raw_snapshot] = snapshot if snapshot is not None else ref.added_snapshot_id
+            snapshot_id = decoded[raw_snapshot]
+            if snapshot_id is not None:
+                snapshots.add(snapshot_id)
+        small_files, small_bytes, large_files, large_bytes, delete_files = tally[:5]
+        found.append(
+            PartitionFiles(
+                json_safe(entries.partition(raw)),
+                small_files,
+                small_bytes,
+                large_files,
+                large_bytes,
+                delete_files,
+                tuple(sorted(snapshots)),
+            )
+        )
+    return tuple(sorted(found, key=_by_values))
+
+
+def _by_values(files: PartitionFiles) -> str:
+    return repr(files.values)
+
+
 def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> ManifestSummary:
     """Fold one manifest's live entries into a summary; a data file is small below `small_threshold`."""
     if ref.live_files == 0:
@@ -215,8 +281,9 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
     pos_files = pos_records = eq_files = eq_records = 0
     histogram = [0] * len(SIZE_BUCKET_LABELS)
     partitions: set[bytes] = set()
-    bounds = SIZE_BUCKET_BOUNDS
-    for status, content, partition, raw_records, raw_size in entries:
+    tallies: dict[bytes, list[Any]] = {}  # per partition: small, bytes, large, bytes, deletes, snapshots
+    bounds, large = SIZE_BUCKET_BOUNDS, large_file_threshold(small_threshold)
+    for status, content, partition, raw_records, raw_size, raw_snapshot in entries:
         if status == _DELETED:
             continue
         size = decode_long(raw_size)
@@ -225,18 +292,31 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
             data_bytes += size
             records += decode_long(raw_records)
             histogram[bisect_right(bounds, size)] += 1
+            partitions.add(partition)
             if size < small_threshold:
                 small_files += 1
                 small_bytes += size
-            partitions.add(partition)
-        elif content == _POSITION:
-            pos_files += 1
-            pos_records += decode_long(raw_records)
-            delete_bytes += size
+                index = 0
+            elif size > large:
+                index = 2
+            else:
+                continue
         else:
-            eq_files += 1
-            eq_records += decode_long(raw_records)
+            if content == _POSITION:
+                pos_files += 1
+                pos_records += decode_long(raw_records)
+            else:
+                eq_files += 1
+                eq_records += decode_long(raw_records)
             delete_bytes += size
+            index = 4
+        tally = tallies.get(partition)
+        if tally is None:
+            tally = tallies[partition] = [0, 0, 0, 0, 0, set()]
+        tally[index] += 1
+        if index < 4:
+            tally[index + 1] += size
+        tally[5].add(raw_snapshot)
     return ManifestSummary(
         data_files=data_files,
         data_bytes=data_bytes,
@@ -250,4 +330,5 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
         small_bytes=small_bytes,
         size_histogram=tuple(histogram),
         partitions=frozenset(partition_id(entries.partition(raw)) for raw in partitions),
+        partition_files=_partition_files(entries, ref, tallies),
     )

@@ -23,6 +23,12 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.iceberg_properties import TARGET_FILE_SIZE_BYTES, iceberg_value
+from icepack_dagster.domain.partition_layout import (
+    PartitionCandidates,
+    PartitionField,
+    PartitionLayout,
+    PartitionSpecLayout,
+)
 from icepack_dagster.domain.property_text import parse_whole_number
 from icepack_dagster.domain.status import FileSizeBucket, TableStatus
 from icepack_dagster.domain.table_key import TableKey
@@ -41,6 +47,7 @@ from icepack_dagster.iceberg.manifest_reader import (
     ManifestCache,
     ManifestRef,
     ManifestSummary,
+    large_file_threshold,
     read_manifest_list,
     summarize_manifest,
 )
@@ -193,6 +200,67 @@ def current_manifests(table: Table, name: str) -> list[ManifestRef]:
         raise unreadable_metadata(name, what, error) from error
 
 
+def _source(metadata: TableMetadata, source_id: int) -> tuple[str | None, str | None]:
+    """Name and type of a partition source column, from the newest schema that still has it."""
+    for schema in reversed(metadata.schemas):
+        try:
+            field = schema.find_field(source_id)
+        except ValueError:
+            continue
+        return schema.find_column_name(source_id), str(field.field_type)
+    return None, None
+
+
+def partition_layout(
+    metadata: TableMetadata, refs: list[ManifestRef], summaries: list[ManifestSummary], small: int
+) -> PartitionLayout:
+    """Rewrite candidates per (spec, partition) over all manifests, with each partition's last write."""
+    commit_ms = {snapshot.snapshot_id: snapshot.timestamp_ms for snapshot in metadata.snapshots}
+    merged: dict[tuple[int, tuple[Any, ...]], list[int]] = {}
+    for ref, summary in zip(refs, summaries, strict=True):
+        for files in summary.partition_files:
+            counts = merged.setdefault((ref.spec_id, files.values), [0] * 5 + [-1])
+            found = (files.small_files, files.small_bytes, files.large_files, files.large_bytes)
+            for index, value in enumerate((*found, files.delete_files)):
+                counts[index] += value
+            written = [commit_ms[s] for s in files.snapshot_ids if s in commit_ms]
+            counts[5] = max([counts[5], *written])
+    specs = tuple(
+        PartitionSpecLayout(
+            spec_id=spec.spec_id,
+            fields=tuple(
+                PartitionField(
+                    name=field.name,
+                    transform=str(field.transform),
+                    source_column=_source(metadata, field.source_id)[0],
+                    source_type=_source(metadata, field.source_id)[1],
+                )
+                for field in spec.fields
+            ),
+        )
+        for spec in metadata.partition_specs
+    )
+    candidates = tuple(
+        PartitionCandidates(
+            spec_id=spec_id,
+            values=values,
+            small_files=c[0],
+            small_bytes=c[1],
+            large_files=c[2],
+            large_bytes=c[3],
+            delete_files=c[4],
+            last_write_ms=c[5] if c[5] >= 0 else None,
+        )
+        for (spec_id, values), c in merged.items()
+    )
+    return PartitionLayout(
+        current_spec_id=metadata.default_spec_id,
+        specs=specs,
+        large_file_threshold_bytes=large_file_threshold(small),
+        candidates=candidates,
+    )
+
+
 def read_status(
     table: Table,
     key: TableKey,
@@ -246,6 +314,7 @@ def read_status(
         delete_manifest_count=sum(1 for ref in refs if ref.content == MANIFEST_CONTENT_DELETES),
         manifest_bytes=sum(ref.length for ref in refs),
         partition_count=len(partitions),
+        layout=partition_layout(metadata, refs, summaries, small),
     )
 
 

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
 
+from icepack_dagster.domain.action_outcome import compare
 from icepack_dagster.domain.actions import ActionImpact, ActionResult, ActionStatus, MaintenanceAction
+from icepack_dagster.domain.compaction_planner import RewritePrediction
 from icepack_dagster.domain.procedures import SESSION_SETUP, existence_probe, guard_action, render_call
 from icepack_dagster.domain.recommendation_model import RecommendedAction
 from icepack_dagster.domain.spark_overrides import render_set, resolve_overrides
@@ -55,6 +57,7 @@ class _Plan:
     statements: tuple[str, ...] = ()
     error: str | None = None
     dry_run_option: bool = False
+    prediction: RewritePrediction | None = None
 
 
 def _orphan_guard_is_on(key: TableKey, session: SparkSession, plan: _Plan) -> _Plan:
@@ -124,7 +127,10 @@ class MaintenanceRunner:
                 plans.append(_Plan(recommended.action, error=str(error)))
                 continue
             dry = recommended.options.get("dry_run", "false").lower() == "true"
-            plans.append(_Plan(recommended.action, (*SESSION_SETUP, *sets, call), dry_run_option=dry))
+            statements = (*SESSION_SETUP, *sets, call)
+            plans.append(
+                _Plan(recommended.action, statements, dry_run_option=dry, prediction=recommended.prediction)
+            )
         return plans
 
     def run(
@@ -228,12 +234,16 @@ class MaintenanceRunner:
         if plan.action is MaintenanceAction.REMOVE_ORPHAN_FILES:
             found = int(output["orphan_file_count"] or 0)
             impact = impact.model_copy(update={"orphan_files_removed": 0 if plan.dry_run_option else found})
+        judged = compare(plan.action, plan.prediction, output)
+        no_effect = judged is not None and judged.no_effect
         return ActionResult(
             action=plan.action,
-            status="succeeded",
+            status="no_effect" if no_effect else "succeeded",
             statements=plan.statements,
             impact=impact,
             duration_seconds=time.monotonic() - started,
+            reason=f"no effect: {judged.describe()}" if no_effect and judged is not None else None,
+            predicted_actual=judged,
         )
 
     @staticmethod

@@ -2,15 +2,21 @@
 
 One row per maintenance of a table and one per action. Consecutive failures are counted back from the
 newest row to the last success or operator release, so quarantine needs no separate mutable flag and
-every decision stays auditable.
+every decision stays auditable. Every action that ran with a prediction also leaves one row of planned
+and done figures (`icepack_action_predictions`): the table's history of predictions and outcomes, and
+across tables the accuracy `icepack accuracy` shows.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
+    Boolean,
     Column,
     DateTime,
     Integer,
@@ -18,16 +24,19 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    case,
     delete,
     func,
     insert,
     select,
 )
 from sqlalchemy.engine import Engine as SqlEngine
+from sqlalchemy.engine import Row
 
-from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.prediction_model import PredictionAccuracy
 from icepack_dagster.state.state_database import open_state_database
 
 _metadata = MetaData()
@@ -54,12 +63,50 @@ action_runs = Table(
     Column("finished_at", DateTime(timezone=True), nullable=False),
 )
 
+action_predictions = Table(
+    "icepack_action_predictions",
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("table_key", String(1024), nullable=False, index=True),
+    Column("action", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=False),
+    Column("snapshot_id", BigInteger),  # the table's snapshot the prediction was made on
+    Column("exact", Boolean, nullable=False),
+    Column("planned_files_in", BigInteger, nullable=False),
+    Column("planned_files_out", BigInteger),
+    Column("planned_bytes_in", BigInteger),
+    Column("done_files_in", BigInteger),
+    Column("done_files_out", BigInteger),
+    Column("done_bytes_in", BigInteger),
+)
+
 RELEASED = "released"
 _FAILURE_LOOKBACK = 100  # consecutive failures are counted up to this many
 
 
 def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _prediction_row(report: MaintenanceReport, result: ActionResult) -> dict[str, object]:
+    judged = result.predicted_actual
+    assert judged is not None
+    done = judged.done
+    return {
+        "table_key": report.table,
+        "action": result.action.value,
+        "status": result.status,
+        "finished_at": report.finished_at,
+        "snapshot_id": report.snapshot_id,
+        "exact": judged.exact,
+        "planned_files_in": judged.planned.files_in,
+        "planned_files_out": judged.planned.files_out,
+        "planned_bytes_in": judged.planned.bytes_in,
+        "done_files_in": done.files_in if done else None,
+        "done_files_out": done.files_out if done else None,
+        "done_bytes_in": done.bytes_in if done else None,
+    }
 
 
 class HistoryStore:
@@ -92,10 +139,13 @@ class HistoryStore:
                     "finished_at": report.finished_at,
                 }
                 for r in report.results
-                if r.status in ("succeeded", "failed")
+                if r.status in ("succeeded", "no_effect", "failed")
             ]
             if rows:
                 connection.execute(insert(action_runs), rows)
+            predictions = [_prediction_row(report, r) for r in report.results if r.predicted_actual]
+            if predictions:
+                connection.execute(insert(action_predictions), predictions)
 
     def release(self, table: str, now: datetime) -> None:
         """An operator's release: consecutive failures count from zero again."""
@@ -155,6 +205,14 @@ class HistoryStore:
                 .where(action_runs.c.table_key == table, action_runs.c.status == "succeeded")
                 .group_by(action_runs.c.action)
             ).all()
+            latest = connection.execute(
+                select(
+                    action_predictions.c.action, action_predictions.c.status, action_predictions.c.snapshot_id
+                )
+                .where(action_predictions.c.table_key == table)
+                .order_by(action_predictions.c.id.desc())
+                .limit(_FAILURE_LOOKBACK)
+            ).all()
         failures = 0
         last_error = None
         for run in runs:
@@ -172,4 +230,55 @@ class HistoryStore:
             last_error=last_error,
             quarantined=quarantined,
             quarantined_at=_aware(runs[0].finished_at) if quarantined and runs else None,
+            no_effect_on=_no_effect_on(latest),
         )
+
+    def accuracy(self, table: str | None = None) -> tuple[PredictionAccuracy, ...]:
+        """Planned against done files and bytes, per action, over every recorded prediction of the
+        fleet (or of one table): how far icepack's predictions can be trusted."""
+        c = action_predictions.c
+        query = (
+            select(
+                c.action,
+                func.count(),
+                func.sum(case((c.status == "no_effect", 1), else_=0)),
+                func.sum(c.planned_files_in),
+                func.sum(c.done_files_in),
+                func.sum(c.planned_files_out),
+                func.sum(c.done_files_out),
+                func.sum(c.planned_bytes_in),
+                func.sum(c.done_bytes_in),
+            )
+            .group_by(c.action)
+            .order_by(c.action)
+        )
+        if table is not None:
+            query = query.where(c.table_key == table)
+        with self._engine.connect() as connection:
+            rows = connection.execute(query).all()
+        return tuple(
+            PredictionAccuracy(
+                action=row[0],
+                runs=row[1],
+                no_effect_runs=row[2] or 0,
+                planned_files_in=row[3] or 0,
+                done_files_in=row[4] or 0,
+                planned_files_out=row[5] or 0,
+                done_files_out=row[6] or 0,
+                planned_bytes_in=row[7] or 0,
+                done_bytes_in=row[8] or 0,
+            )
+            for row in rows
+        )
+
+
+def _no_effect_on(latest: Sequence[Row[Any, Any, Any]]) -> dict[MaintenanceAction, int]:
+    """Per action, the snapshot its newest prediction was made on, when that run had no effect."""
+    newest: dict[str, Row[Any, Any, Any]] = {}
+    for row in latest:
+        newest.setdefault(row.action, row)
+    return {
+        MaintenanceAction(action): row.snapshot_id
+        for action, row in newest.items()
+        if row.status == "no_effect" and row.snapshot_id is not None
+    }

@@ -26,14 +26,14 @@ from sqlalchemy.engine import Engine as SqlEngine
 from sqlalchemy.exc import SQLAlchemyError
 
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.iceberg.manifest_reader import ManifestSummary
+from icepack_dagster.iceberg.manifest_reader import ManifestSummary, PartitionFiles
 from icepack_dagster.state.state_database import open_state_database, redacted_url
 
 _log = logging.getLogger(__name__)
 _metadata = MetaData()
 _CHUNK = 500
 
-SUMMARY_VERSION = 1  # bump when what a summary holds or how it is computed changes: a new table starts
+SUMMARY_VERSION = 2  # bump when what a summary holds or how it is computed changes: a new table starts
 manifest_summaries = Table(
     f"icepack_manifest_summaries_v{SUMMARY_VERSION}",
     _metadata,
@@ -48,13 +48,25 @@ def encode_summary(summary: ManifestSummary) -> str:
     fields = asdict(summary)
     fields["size_histogram"] = list(summary.size_histogram)
     fields["partitions"] = sorted(summary.partitions)
+    fields["partition_files"] = [asdict(files) for files in summary.partition_files]
     return json.dumps(fields, separators=(",", ":"))
+
+
+def _values(values: list[Any]) -> tuple[Any, ...]:
+    """Partition values back from JSON: a tagged bytes pair is a tuple again, so values stay hashable."""
+    return tuple(tuple(v) if isinstance(v, list) else v for v in values)
 
 
 def decode_summary(text: str) -> ManifestSummary:
     fields: dict[str, Any] = json.loads(text)
     fields["size_histogram"] = tuple(fields["size_histogram"])
     fields["partitions"] = frozenset(fields["partitions"])
+    fields["partition_files"] = tuple(
+        PartitionFiles(
+            **{**files, "values": _values(files["values"]), "snapshot_ids": tuple(files["snapshot_ids"])}
+        )
+        for files in fields.get("partition_files", ())
+    )
     return ManifestSummary(**fields)
 
 

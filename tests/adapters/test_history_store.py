@@ -13,6 +13,7 @@ import pytest
 
 from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.prediction_model import ActionFigures, PredictedActual
 from icepack_dagster.exceptions import ConfigurationError
 from icepack_dagster.state.history_store import HistoryStore
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
@@ -94,3 +95,41 @@ def test_a_table_found_gone_is_no_failure(store: HistoryStore, request: pytest.F
     store.record(gone)
     history = store.history(table, quarantine_after_failures=3)
     assert history.consecutive_failures == 1 and history.last_run_at == T0 + timedelta(seconds=1)
+
+
+def _judged(table: str, status: str, at: datetime, snapshot: int, done: int) -> MaintenanceReport:
+    judged = PredictedActual(
+        planned=ActionFigures(files_in=12, files_out=4, bytes_in=1200),
+        done=ActionFigures(files_in=done, files_out=min(done, 4), bytes_in=100 * done),
+        exact=True,
+    )
+    result = ActionResult(
+        action=MaintenanceAction.REWRITE_DATA_FILES, status=status, statements=("CALL ...",),
+        duration_seconds=1.0, predicted_actual=judged,
+    )
+    return MaintenanceReport(
+        table=table, snapshot_id=snapshot, started_at=at, finished_at=at + timedelta(seconds=1),
+        results=(result,),
+    )
+
+
+def test_predictions_and_outcomes_are_kept_and_summed_by_action(
+    store: HistoryStore, request: pytest.FixtureRequest
+) -> None:
+    """A no_effect run is no failure; it is remembered with its snapshot until a later run of the
+    action; accuracy sums planned against done."""
+    table = f"lake.ns.{request.node.callspec.id}_predictions"
+    store.record(_judged(table, "succeeded", T0, snapshot=1, done=12))
+    store.record(_judged(table, "no_effect", T0 + timedelta(hours=1), snapshot=2, done=0))
+    history = store.history(table, quarantine_after_failures=1)
+    assert (history.consecutive_failures, history.quarantined) == (0, False)
+    assert history.no_effect_on == {MaintenanceAction.REWRITE_DATA_FILES: 2}
+    [rewrite] = store.accuracy(table)
+    assert (rewrite.runs, rewrite.no_effect_runs) == (2, 1)
+    assert (rewrite.planned_files_in, rewrite.done_files_in) == (24, 12)
+    assert (rewrite.planned_files_out, rewrite.done_files_out) == (8, 4)
+    assert (rewrite.planned_bytes_in, rewrite.done_bytes_in) == (2400, 1200)
+    assert rewrite.files_ratio == 0.5
+    store.record(_judged(table, "succeeded", T0 + timedelta(hours=2), snapshot=3, done=12))
+    assert store.history(table, quarantine_after_failures=1).no_effect_on == {}
+    assert any(row.action == "rewrite_data_files" for row in store.accuracy())  # the fleet

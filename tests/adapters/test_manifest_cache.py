@@ -34,6 +34,9 @@ from icepack_dagster.iceberg.manifest_reader import (
     ManifestCache,
     ManifestRef,
     ManifestSummary,
+    PartitionFiles,
+    json_safe,
+    large_file_threshold,
     partition_id,
     read_manifest_list,
     summarize_manifest,
@@ -72,7 +75,31 @@ def reference(io: FileIO, ref: ManifestRef, small: int) -> ManifestSummary:
         small_bytes=sum(size for size in sizes if size < small),
         size_histogram=tuple(histogram),
         partitions=frozenset(partition_id(tuple(f["partition"].values())) for f in data),
+        partition_files=_partition_files(entries, ref, small),
     )
+
+
+def _partition_files(entries: list[Any], ref: ManifestRef, small: int) -> tuple[PartitionFiles, ...]:
+    """Per partition: small and large data files, delete files, and the snapshots that added them."""
+    large = large_file_threshold(small)
+    tallies: dict[tuple[Any, ...], list[Any]] = {}
+    for entry in (e for e in entries if e["status"] != 2):
+        file = entry["data_file"]
+        size, data = file["file_size_in_bytes"], file.get("content", 0) == 0
+        if data and small <= size <= large:
+            continue
+        tally = tallies.setdefault(json_safe(tuple(file["partition"].values())), [0, 0, 0, 0, 0, set()])
+        if not data:
+            tally[4] += 1
+        else:
+            index = 0 if size < small else 2
+            tally[index] += 1
+            tally[index + 1] += size
+        snapshot = entry.get("snapshot_id")
+        snapshot = ref.added_snapshot_id if snapshot is None else snapshot
+        tally[5].update(() if snapshot is None else (snapshot,))
+    found = [PartitionFiles(v, *t[:5], snapshot_ids=tuple(sorted(t[5]))) for v, t in tallies.items()]
+    return tuple(sorted(found, key=lambda f: repr(f.values)))
 
 
 @pytest.fixture
@@ -270,12 +297,13 @@ def test_generated_manifests_decode_exactly(
 
 
 def decoded(path: Path) -> list[tuple[Any, ...]]:
-    """Every entry's (status, content, partition, record count, file size) as the decoder reads them."""
+    """Every entry's (status, content, partition, record count, file size, snapshot id) as the decoder
+    reads them."""
     entries = ManifestEntries(path.read_bytes(), str(path), None)
     return [
         (decode_long(status), decode_long(content), entries.partition(partition), decode_long(records),
-         decode_long(size))
-        for status, content, partition, records, size in entries
+         decode_long(size), entries.snapshot(snapshot))
+        for status, content, partition, records, size, snapshot in entries
     ]
 
 
@@ -283,7 +311,7 @@ def decoded_by_fastavro(path: Path) -> list[tuple[Any, ...]]:
     with path.open("rb") as stream:
         return [
             (entry["status"], file["content"], tuple(file["partition"].values()), file["record_count"],
-             file["file_size_in_bytes"])
+             file["file_size_in_bytes"], entry.get("snapshot_id"))
             for entry in fastavro.reader(stream)
             for file in [entry["data_file"]]  # type: ignore[index,call-overload]
         ]

@@ -1,8 +1,8 @@
-"""Contract: the newcomer's path works end to end through the real `icepack` command, in its own
-process, on a fresh embedded lakehouse: `demo` builds the tables, `tables/status/health/recommend/policy`
-answer with the JSON contract, `maintain --dry-run` changes nothing, and `maintain` cuts the small-files
-table's live data files at least tenfold with identical contents. Exit codes tell done, nothing to do,
-failed and a table that is gone apart; bad input is a clear error."""
+"""Contract: the newcomer's path works end to end through the real `icepack` command, in its own process,
+on a fresh embedded lakehouse: `demo` builds the tables, `tables/status/health/recommend/policy` answer
+with the JSON contract, `maintain --dry-run` changes nothing, and `maintain` cuts the small-files
+table's live data files at least tenfold with identical contents, as predicted (`accuracy` says so).
+Exit codes tell done, nothing to do, failed and a table that is gone apart; bad input is a clear error."""
 
 from __future__ import annotations
 
@@ -122,6 +122,12 @@ def test_dry_run_then_maintain_compacts_tenfold_with_identical_contents(lakehous
     files_after = json.loads(run(lakehouse, "status", table, "--json").stdout)["live_data_files"]
     assert files_after * 10 <= files_before, (files_before, files_after)
     assert arrow_fingerprint(_pyiceberg_table(lakehouse, table)) == fingerprint
+    judged = by_action["rewrite_data_files"]["predicted_actual"]
+    assert judged["planned"]["files_in"] == judged["done"]["files_in"] == files_before
+    accuracy = json.loads(run(lakehouse, "accuracy", "--json").stdout)
+    [rewrite] = [row for row in accuracy if row["action"] == "rewrite_data_files"]
+    planned_done = (rewrite["runs"], rewrite["planned_files_in"], rewrite["done_files_in"])
+    assert planned_done == (1, files_before, files_before)
 
     # Right after maintenance the cadence has not elapsed: nothing to do, exit code 3.
     again = run(lakehouse, "maintain", table, "--json", expect=3)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from icepack_dagster.domain.health import (
     DELETE_FILE_BUILDUP,
+    FINE_PARTITIONING,
     ISSUE_CODES,
     METADATA_LOG_GROWTH,
     OLD_SNAPSHOTS,
@@ -27,10 +28,25 @@ from icepack_dagster.domain.health import (
 )
 from icepack_dagster.domain.health_model import HealthState, Severity
 from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.partition_layout import PartitionCandidates, PartitionLayout, PartitionSpecLayout
 from tests.factories import MiB, make_status
 
 DEFAULTS = HealthThresholds()
 
+
+
+def lone_small_files(count: int, shared: int = 0) -> dict[str, Any]:
+    """`count` partitions of one small file each, and one partition of `shared` small files."""
+    lone = [
+        PartitionCandidates(spec_id=0, values=(day,), small_files=1, small_bytes=MiB) for day in range(count)
+    ]
+    together = [PartitionCandidates(spec_id=0, values=(-1,), small_files=shared, small_bytes=shared * MiB)]
+    layout = PartitionLayout(
+        current_spec_id=0, specs=(PartitionSpecLayout(spec_id=0),), large_file_threshold_bytes=900 * MiB,
+        candidates=tuple(lone + (together if shared else [])),
+    )
+    return dict(small_file_count=count + shared, small_file_bytes=(count + shared) * MiB, layout=layout,
+                partition_count=count + (1 if shared else 0))
 
 
 # code -> (overrides at warning level, overrides at critical level, overrides just below warning)
@@ -41,6 +57,11 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
         dict(live_data_files=100, small_file_count=29),
     ),
     TOO_MANY_MANIFESTS: (dict(manifest_count=50), dict(manifest_count=500), dict(manifest_count=49)),
+    FINE_PARTITIONING: (  # never critical: no maintenance can fix it
+        dict(live_data_files=100, **lone_small_files(30)),
+        dict(live_data_files=100, **lone_small_files(90)),
+        dict(live_data_files=100, **lone_small_files(29)),
+    ),
     DELETE_FILE_BUILDUP: (
         dict(live_data_files=100, live_position_delete_files=10),
         dict(live_data_files=100, live_position_delete_files=30, live_equality_delete_files=20),
@@ -60,8 +81,9 @@ METRICS = {
     SMALL_FILES: "small_file_ratio", TOO_MANY_MANIFESTS: "manifest_count",
     DELETE_FILE_BUILDUP: "delete_file_ratio", SNAPSHOT_BACKLOG: "snapshot_count",
     OLD_SNAPSHOTS: "oldest_snapshot_age_hours",
-    METADATA_LOG_GROWTH: "metadata_log_entries",
+    METADATA_LOG_GROWTH: "metadata_log_entries", FINE_PARTITIONING: "lone_small_file_ratio",
 }
+NEVER_CRITICAL = {FINE_PARTITIONING}
 
 
 def test_every_issue_code_has_a_case() -> None:
@@ -87,13 +109,29 @@ def test_metric_at_the_warning_threshold_is_a_warning(code: str) -> None:
 def test_metric_at_the_critical_threshold_is_critical(code: str) -> None:
     health = assess_health(make_status(**CASES[code][1]), DEFAULTS)
     [issue] = health.issues
-    assert (issue.code, issue.severity) == (code, Severity.CRITICAL)
-    assert health.state is HealthState.CRITICAL
+    severity = Severity.WARNING if code in NEVER_CRITICAL else Severity.CRITICAL
+    assert (issue.code, issue.severity) == (code, severity)
+    assert health.state is HealthState(severity.value)
 
 
 @pytest.mark.parametrize("code", ISSUE_CODES)
 def test_metric_just_below_the_warning_threshold_is_no_issue(code: str) -> None:
     assert assess_health(make_status(**CASES[code][2]), DEFAULTS).issues == ()
+
+
+def test_small_files_sharing_a_partition_are_small_files_not_fine_partitioning() -> None:
+    """Ten partitions of one small file and one of 40: compaction can merge the 40, so SMALL_FILES
+    (counting only those 40); the ten lone ones would not be an issue alone."""
+    status = make_status(live_data_files=60, **lone_small_files(10, shared=40))
+    [issue] = assess_health(status, DEFAULTS).issues
+    assert (issue.code, issue.value) == (SMALL_FILES, 40 / 60)
+
+
+def test_fine_partitioning_names_the_partitions_and_what_the_owner_can_do() -> None:
+    [issue] = assess_health(make_status(live_data_files=30, **lone_small_files(30)), DEFAULTS).issues
+    assert issue.code == FINE_PARTITIONING
+    assert "30 of 30 data files" in issue.message and "30 partitions" in issue.message
+    assert "Partition more coarsely" in issue.message
 
 
 def test_issue_carries_the_value_and_the_threshold_it_crossed() -> None:

@@ -1,5 +1,6 @@
 """Contract: a maintenance report's outcome is derived from what it holds: any failed action makes it
-`failed`, else any succeeded one `succeeded`, else any dry run `dry_run`, else `nothing_to_do`; a table
+`failed`, else any action without effect `no_effect` (not a success, not a failure), else any succeeded
+one `succeeded`, else any dry run `dry_run`, else `nothing_to_do`; a table
 found gone is `table_gone` whatever its (skipped) actions say, so the CLI and history can tell it apart;
 a maintenance interrupted before its actions reported (its run worker died) is `failed`, with that error."""
 
@@ -29,6 +30,8 @@ def _report(*statuses: ActionStatus, table_gone: bool = False) -> MaintenanceRep
     ("statuses", "outcome"),
     [
         (("succeeded", "failed", "skipped"), "failed"),
+        (("no_effect", "failed"), "failed"),
+        (("no_effect", "succeeded"), "no_effect"),
         (("skipped", "succeeded"), "succeeded"),
         (("dry_run", "skipped"), "dry_run"),
         (("skipped", "skipped"), "nothing_to_do"),

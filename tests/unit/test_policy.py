@@ -107,6 +107,7 @@ def test_every_property_sets_its_field() -> None:
         "icepack.window": "sat,sun; mon-fri 22-06",
         "icepack.quarantine-after-failures": "10",
         "icepack.priority-boost": "2.5",
+        "icepack.compaction.hot-minutes": "15",
         **{f"icepack.action.{action}.enabled": "false" for action in ACTION_ORDER},
     }
     assert set(properties) == set(PROPERTY_NAMES)
@@ -115,7 +116,7 @@ def test_every_property_sets_its_field() -> None:
         enabled=False, cadence_hours=6.5, target_file_size_bytes=134217728, min_input_files=2,
         snapshot_max_age_hours=0.01, snapshot_retain_last=1, orphan_older_than_hours=24,
         windows=parse_windows("sat,sun 00-24; mon-fri 22-06"), quarantine_after_failures=10,
-        priority_boost=2.5,
+        priority_boost=2.5, hot_partition_minutes=15,
         actions={action: False for action in ACTION_ORDER},
     )
     set_by = {field: source for field, source in effective.sources.items() if field != "actions"}

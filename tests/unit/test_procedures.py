@@ -124,7 +124,9 @@ def test_values_are_reprinted_from_their_type() -> None:
 @pytest.mark.parametrize(
     ("action", "option", "value", "reason"),
     [
-        (A.REWRITE_DATA_FILES, "where", "id > 5", "refused"),
+        (A.REWRITE_DATA_FILES, "where", "id > 5\n", "one non-empty line"),
+        (A.REWRITE_DATA_FILES, "where", " ", "one non-empty line"),
+        (A.EXPIRE_SNAPSHOTS, "where", "id > 5", "not an option"),
         (A.REWRITE_DATA_FILES, "sort_order", "id", "not an option"),
         (A.REWRITE_DATA_FILES, "min-input-files", "-1", "whole number"),
         (A.REWRITE_DATA_FILES, "min-input-files", "5; DROP TABLE x", "whole number"),

@@ -18,6 +18,12 @@ from icepack_dagster.domain.health import assess_health, unknown_health
 from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.partition_layout import (
+    PartitionCandidates,
+    PartitionField,
+    PartitionLayout,
+    PartitionSpecLayout,
+)
 from icepack_dagster.domain.policy import Policy
 from icepack_dagster.domain.recommendation import gc_disabled_reason, recommend
 from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
@@ -86,6 +92,65 @@ def test_policy_target_file_size_and_min_input_files_reach_the_options() -> None
     assert action.options == {"target-file-size-bytes": str(64 * MiB), "min-input-files": "8"}
 
 
+def daily_layout(files_per_day: int, days: int) -> dict[str, Any]:
+    """A table partitioned by day whose every file is a 1 MiB small file, with its partition layout."""
+    day = PartitionField(name="ts_day", transform="day", source_column="ts", source_type="timestamptz")
+    found = tuple(
+        PartitionCandidates(spec_id=0, values=(20000 + d,), small_files=files_per_day,
+                            small_bytes=files_per_day * MiB)
+        for d in range(days)
+    )
+    layout = PartitionLayout(current_spec_id=0, specs=(PartitionSpecLayout(spec_id=0, fields=(day,)),),
+                             large_file_threshold_bytes=921 * MiB, candidates=found)
+    return {**small_files(files_per_day * days), "layout": layout, "partition_count": days}
+
+
+def test_with_a_partition_layout_the_rewrite_is_planned_per_partition() -> None:
+    action = recommended(run(make_status(**daily_layout(3, 4))))[A.REWRITE_DATA_FILES]
+    assert action.options == {
+        "target-file-size-bytes": str(512 * MiB), "min-file-size-bytes": str(384 * MiB),
+        "max-file-size-bytes": str(921 * MiB), "min-input-files": "3",
+    }
+    assert action.reason == (
+        "12 data files (12 MiB) in 4 partition groups would be rewritten into about 4; min-input-files "
+        "lowered from 5 to 3 so partitions with 3 or more small files are merged"
+    )
+    assert action.prediction is not None and len(action.prediction.groups) == 4
+    assert action.prediction.groups[0].partition == "ts_day=2024-10-04"
+
+
+def test_when_only_hot_partitions_could_merge_compaction_waits_and_says_so() -> None:
+    status = make_status(**daily_layout(3, 4))
+    assert status.layout is not None
+    written = int(NOW.timestamp() * 1000)
+    hot = tuple(c.model_copy(update={"last_write_ms": written}) for c in status.layout.candidates)
+    status = status.model_copy(update={"layout": status.layout.model_copy(update={"candidates": hot})})
+    assert skip_reason(run(status), A.REWRITE_DATA_FILES) == (
+        "nothing to gain: every partition with files to merge was written in the last 60 minutes "
+        "(ts_day=2024-10-04, ts_day=2024-10-05, ts_day=2024-10-06, ts_day=2024-10-07); compaction waits "
+        "until they are quiet "
+        "(icepack.compaction.hot-minutes)"
+    )
+
+
+def test_one_small_file_per_partition_is_not_compacted() -> None:
+    r = run(make_status(**daily_layout(1, 11)))
+    assert skip_reason(r, A.REWRITE_DATA_FILES) == (
+        "nothing to gain: 11 small data files are each alone in their partition: no rewrite group can "
+        "merge them (see FINE_PARTITIONING)"
+    )
+
+
+def test_a_rewrite_without_effect_is_not_repeated_on_the_same_snapshot() -> None:
+    past = history(no_effect_on={A.REWRITE_DATA_FILES: 1})
+    reason = skip_reason(run(make_status(**small_files(80), snapshot_id=1), past=past), A.REWRITE_DATA_FILES)
+    assert reason == (
+        "its last run on this same table state (snapshot 1) had no effect; "
+        "not repeated until the table changes"
+    )
+    assert A.REWRITE_DATA_FILES in recommended(run(make_status(**small_files(80), snapshot_id=2), past=past))
+
+
 def test_position_deletes_are_applied_by_the_data_rewrite_and_then_dropped() -> None:
     status = make_status(live_position_delete_files=4, live_delete_bytes=4000)
     actions = recommended(run(status))
@@ -111,6 +176,16 @@ def test_many_small_manifests_are_rewritten() -> None:
     assert action.options == {}
     assert action.reason.startswith("60 manifests (468.8 KiB) would fit in about 1")
     assert A.REWRITE_MANIFESTS in recommended(run(make_status(manifest_count=10, manifest_bytes=80_000)))
+    assert action.prediction is not None
+    assert (action.prediction.files_in, action.prediction.files_out) == (60, 1)
+
+
+def test_a_manifest_rewrite_after_a_data_rewrite_predicts_nothing() -> None:
+    """The data rewrite's commit replaces the manifests: what is left to merge is unknown."""
+    status = make_status(**small_files(80, 100), manifest_count=60, manifest_bytes=60 * 8000)
+    actions = recommended(run(status))
+    assert actions[A.REWRITE_DATA_FILES].prediction is None  # no layout: whole-table estimate only
+    assert actions[A.REWRITE_MANIFESTS].prediction is None
 
 
 def test_old_snapshots_beyond_retain_last_are_expired() -> None:
