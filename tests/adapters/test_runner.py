@@ -298,7 +298,7 @@ SAMPLE_OPTIONS = {
     "where": "id >= 0",
     "use_caching": "false", "spec_id": "0", "older_than": "2020-01-01T00:00:00Z", "retain_last": "3",
     "max_concurrent_deletes": "2", "stream_results": "true", "clean_expired_metadata": "false",
-    "dry_run": "true",
+    "dry_run": "true", "prefix_listing": "true",
 }
 
 

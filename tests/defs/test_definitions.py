@@ -45,6 +45,9 @@ def test_definitions_load_and_validate(settings: IcepackSettings, platform: Plat
     (schedule,) = defs.schedules
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     assert schedule.cron_schedule == "*/15 * * * *"
+    # A health sync pays no step process; maintenance keeps one, so a crashed worker is recognised.
+    assert defs.resolve_job_def("health_sync").executor_def.name == "in_process"
+    assert defs.resolve_job_def("maintenance").executor_def.name != "in_process"
 
 
 def test_platform_knobs_reach_definitions(settings: IcepackSettings) -> None:

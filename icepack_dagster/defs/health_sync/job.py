@@ -55,6 +55,9 @@ def sync_tables_op(
 @dg.job(
     name="health_sync",
     tags=observation_tags(),
+    # One op that reads metadata with its own thread pool: a step subprocess (the default executor)
+    # would only add a Python start and a definitions import to every run.
+    executor_def=dg.in_process_executor,
     description="Status and health for a batch of tables (run config: tables, writes). Records "
     "table_status and table_health materializations without planning one per partition.",
 )
