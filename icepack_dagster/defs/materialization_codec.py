@@ -8,7 +8,7 @@ the domain model, or None when the record is absent or from another codec versio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import dagster as dg
@@ -19,6 +19,7 @@ from icepack_dagster.domain.health_model import HealthState, TableHealth, state_
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_impact import MaintenanceImpact, maintenance_impact
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.prediction_model import PredictionAccuracy
 from icepack_dagster.domain.recommendation_model import Recommendation
 from icepack_dagster.domain.status import TableStatus
 
@@ -259,7 +260,18 @@ def decode_report(metadata: Mapping[str, Any]) -> MaintenanceReport | None:
 
 
 # --- fleet -----------------------------------------------------------------------------------------
-def fleet_metadata(summary: FleetSummary, metrics_path: str) -> Metadata:
+_ACCURACY_COLUMNS = [
+    ("action", "string"), ("runs", "int"), ("no_effect_runs", "int"), ("planned_files_in", "int"),
+    ("done_files_in", "int"), ("planned_files_out", "int"), ("done_files_out", "int"),
+    ("planned_bytes_in", "int"), ("done_bytes_in", "int"),
+]
+
+
+def fleet_metadata(
+    summary: FleetSummary, metrics_path: str, accuracy: Sequence[PredictionAccuracy] = ()
+) -> Metadata:
+    """The fleet at a glance; `accuracy` is planned against done by action over the recorded runs of
+    every table (the maintenance history's predictions)."""
     quarantined = [{"table": p, "last_error": e} for p, e in sorted(summary.quarantined.items())]
     metadata: Metadata = {
         "tables": dg.MetadataValue.int(summary.tables),
@@ -271,6 +283,10 @@ def fleet_metadata(summary: FleetSummary, metrics_path: str) -> Metadata:
         "files_reclaimed_total": dg.MetadataValue.int(summary.files_reclaimed_total),
         "bytes_reclaimed_total": dg.MetadataValue.int(summary.bytes_reclaimed_total),
         "prometheus_file": dg.MetadataValue.path(metrics_path),
+        "prediction_accuracy": _table(
+            _ACCURACY_COLUMNS,
+            [{name: getattr(row, name) for name, _ in _ACCURACY_COLUMNS} for row in accuracy],
+        ),
         SUMMARY: dg.MetadataValue.md(fleet_markdown(summary)),
         **_record(FLEET_JSON, summary.model_dump(mode="json")),
     }

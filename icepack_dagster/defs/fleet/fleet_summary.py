@@ -98,4 +98,5 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     )
     write_textfile(summary, icepack.metrics_path)
     context.log.info(f"fleet: {summary.tables} tables; metrics written to {icepack.metrics_path}")
-    return dg.MaterializeResult(metadata=fleet_metadata(summary, str(icepack.metrics_path)))
+    accuracy = icepack.engine.accuracy()
+    return dg.MaterializeResult(metadata=fleet_metadata(summary, str(icepack.metrics_path), accuracy))
