@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from icepack_dagster.settings import IcepackSettings, load_settings
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_SPARK_RUNTIME, SPARK_CONNECT_SERVER, cached_jar
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import ICEBERG_EXTENSIONS, build_spark_session, is_connect_session
+from tests.network import free_port
 from tests.tables_testkit import arrow_fingerprint, table_fingerprint
 
 pytestmark = pytest.mark.spark
@@ -37,10 +37,6 @@ SPARK_HOME = Path(pyspark.__file__).parent
 START_DEADLINE_SECONDS = 180
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +45,7 @@ def connect_server(settings: IcepackSettings, tmp_path_factory: pytest.TempPathF
     cache = settings.spark.jar_cache
     jars = [cached_jar(SPARK_CONNECT_SERVER, cache), cached_jar(ICEBERG_SPARK_RUNTIME, cache),
             Path("/usr/share/java/sqlite-jdbc.jar")]
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("connect") / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
     env |= {"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1"}

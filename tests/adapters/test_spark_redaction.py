@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -14,21 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.network import free_port
+
 pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_the_spark_ui_masks_the_rest_credential(tmp_path: Path) -> None:
     secret = f"client-S3cret-{uuid.uuid4().hex[:10]}"
     done = subprocess.run(
-        [sys.executable, "-m", "tests.adapters.spark_ui_probe", str(tmp_path), secret, str(_free_port())],
+        [sys.executable, "-m", "tests.adapters.spark_ui_probe", str(tmp_path), secret, str(free_port())],
         cwd=REPO, capture_output=True, text=True, timeout=180,
         env={k: v for k, v in os.environ.items() if not k.startswith(("ICEPACK_", "PYSPARK_", "SPARK_"))},
     )

@@ -15,7 +15,6 @@ import contextlib
 import http.client
 import http.server
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -29,15 +28,12 @@ from pathlib import Path
 
 from icepack_dagster.exceptions import MissingComponentError
 from icepack_dagster.spark.jvm_artifacts import REST_CATALOG_TEST_SERVER, cached_jar
+from tests.network import free_port
 
 SQLITE_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
 START_DEADLINE_SECONDS = 90
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_until_answers(url: str, process: subprocess.Popen[bytes], log: Path) -> None:

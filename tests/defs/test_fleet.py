@@ -7,7 +7,6 @@ exercised in tests/integration/test_dagster_loop.py)."""
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from tests.defs.dagster_testkit import (
     run_health_sync,
     small_file_table,
 )
+from tests.network import free_port
 
 
 def _summary() -> FleetSummary:
@@ -53,10 +53,6 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_the_textfile_holds_every_fleet_metric(tmp_path: Path) -> None:
@@ -77,7 +73,7 @@ def test_the_metrics_endpoint_serves_the_latest_fleet_summary(
 ) -> None:
     """`curl host:port/metrics` answers with the gauges of the newest fleet_summary materialization,
     read from Dagster's storage at scrape time; before any refresh it serves no fleet series."""
-    port = _free_port()
+    port = free_port()
     server, thread = serve(instance, "127.0.0.1", port)
     try:
         def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

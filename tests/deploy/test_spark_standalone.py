@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -26,15 +25,12 @@ from icepack_dagster.iceberg.catalogs import open_catalog
 from icepack_dagster.settings import load_settings
 from tests.deploy import spark_standalone_job
 from tests.deploy.helm_chart import REPO
+from tests.network import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 DEADLINE_SECONDS = 90
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _daemon(log: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -66,7 +62,7 @@ def _alive_workers(ui_port: int) -> int:
 @pytest.fixture
 def standalone_master(tmp_path: Path) -> Iterator[str]:
     """`spark://` URL of a running master with one ALIVE worker (1 core, 1 GiB); both stopped after."""
-    port, ui_port, worker_ui = _free_port(), _free_port(), _free_port()
+    port, ui_port, worker_ui = free_port(), free_port(), free_port()
     master = _daemon(tmp_path / "master.log", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                      "--port", str(port), "--webui-port", str(ui_port))
     url = f"spark://127.0.0.1:{port}"

@@ -19,6 +19,7 @@ import psycopg2
 import pytest
 
 from tests.conftest import PG_PORT
+from tests.network import free_port
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "postgres"
 PG_CTL = Path("/usr/lib/postgresql/15/bin/pg_ctl")
@@ -32,10 +33,6 @@ def _run(port: int, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -62,7 +59,7 @@ def test_a_running_server_is_reused() -> None:
 
 
 def test_a_free_port_gets_a_cluster_started_once(private_data: Path) -> None:
-    port = _free_port()
+    port = free_port()
     first = _run(port, ICEPACK_PG_DATA=str(private_data))
     assert first.returncode == 0, first.stderr
     assert "creating a PostgreSQL cluster" in first.stderr

@@ -8,21 +8,18 @@ it owns; the server listens on a free port on 127.0.0.1 with trust authenticatio
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
 import psycopg2
 
+from tests.network import free_port
+
 BIN = Path("/usr/lib/postgresql/15/bin")
 OWNER = "postgres"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class PrivatePostgres:
@@ -32,7 +29,7 @@ class PrivatePostgres:
         self.root = Path(tempfile.mkdtemp(prefix="icepack_private_pg_"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
-        self.port = _free_port()
+        self.port = free_port()
         shutil.chown(self.root, OWNER, OWNER)
 
     def _as_owner(self, *command: str, timeout: float = 120) -> None:
