@@ -257,7 +257,8 @@ class Engine:
             report = self._unrun(key, started, known, only, "skipped", reason)
             return report.model_copy(update={"table_gone": True})
         except CatalogUnavailableError as error:  # the catalog's fault, not the table's: not recorded
-            return self._unrun(key, started, known, only, "deferred", _bounded(str(error)))
+            ended: ActionStatus = "deferred" if error.transient else "failed"
+            return self._unrun(key, started, known, only, ended, _bounded(str(error)))
         except (InvalidPolicyError, MetadataReadError, MaintenanceError) as error:
             report = self._unrun(key, started, known, only, "failed", _bounded(str(error)))
             if not dry_run:

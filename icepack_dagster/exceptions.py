@@ -27,8 +27,14 @@ class MissingComponentError(IcepackError):
 
 
 class CatalogUnavailableError(IcepackError):
-    """The catalog (or the table's storage) could not be reached or listed, even after retries; nothing
-    was changed because of it, and maintenance counts it as deferred, never as the table's failure."""
+    """The catalog (or the table's storage) could not be reached, opened or listed; nothing was changed
+    because of it, and it is never counted as the table's failure. `transient`: it kept failing the way
+    an unreachable or restarting service does (maintenance is deferred); otherwise it refused us (bad
+    credentials, a missing database: maintenance fails, unrecorded, until the settings are fixed)."""
+
+    def __init__(self, message: str, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class SparkConnectUnavailableError(IcepackError):

@@ -31,7 +31,22 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     TooManyRequestsError,  # REST 429
     requests.ConnectionError,
     requests.Timeout,
-    sqlalchemy.exc.OperationalError,  # a SQL catalog's server unreachable or restarting
+)
+# A SQL catalog's driver raises one OperationalError for an unreachable server and for rejected
+# credentials alike; only the first passes by itself, so only its messages count as transient.
+_PASSING_SQL_FAILURES = (
+    "connection refused",
+    "could not connect",
+    "timeout expired",
+    "timed out",
+    "server closed the connection",
+    "connection reset",
+    "terminating connection",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "no route to host",
+    "network is unreachable",
+    "database is locked",
 )
 # Raised only by code that does not do what it was written to do.
 PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
@@ -48,9 +63,19 @@ def _chain(error: BaseException) -> list[BaseException]:
     return seen
 
 
+def _passing(link: BaseException) -> bool:
+    if isinstance(link, TRANSIENT_ERRORS):
+        return True
+    if isinstance(link, sqlalchemy.exc.OperationalError):
+        text = str(link).lower()
+        return any(marker in text for marker in _PASSING_SQL_FAILURES)
+    return False
+
+
 def is_transient(error: BaseException) -> bool:
-    """Whether the error, or one it was raised from, is a passing catalog or storage failure."""
-    return any(isinstance(link, TRANSIENT_ERRORS) for link in _chain(error))
+    """Whether the error, or one it was raised from, is a passing catalog or storage failure (an
+    unreachable or restarting server; never rejected credentials or a missing database)."""
+    return any(_passing(link) for link in _chain(error))
 
 
 def is_programming_error(error: BaseException) -> bool:

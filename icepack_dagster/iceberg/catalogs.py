@@ -59,7 +59,8 @@ def open_catalog(name: str, settings: IcepackSettings) -> Catalog:
         raise CatalogUnavailableError(
             f"catalog {name!r} ({catalog.kind}) could not be opened: {type(error).__name__}: "
             f"{_without_secrets(str(error), settings)}. Check its settings "
-            f"(ICEPACK_CATALOGS__{name.upper()}__*) and that the service is reachable."
+            f"(ICEPACK_CATALOGS__{name.upper()}__*) and that the service is reachable.",
+            transient=is_transient(error),
         ) from None
 
 

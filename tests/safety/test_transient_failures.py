@@ -102,6 +102,12 @@ def test_real_outage_errors_are_transient_and_bugs_are_not(private_server: Priva
     with pytest.raises(requests.ConnectionError) as refused_http:
         requests.get(f"http://127.0.0.1:{port}/v1/config", timeout=5)
     assert is_transient(refused_sql.value) and is_transient(refused_http.value)
+    private_server.start()
+    rejected = sqlalchemy.create_engine(f"postgresql+psycopg2://no_such_role@127.0.0.1:{port}/lake")
+    with pytest.raises(sqlalchemy.exc.OperationalError) as refused_role:
+        rejected.connect()
+    rejected.dispose()
+    assert not is_transient(refused_role.value), "rejected credentials never pass by themselves"
     for bug in (TypeError("unsupported operand"), AttributeError("no attribute 'x'")):
         assert is_programming_error(bug) and not is_transient(bug)
     assert not is_transient(FileNotFoundError("metadata.json"))
