@@ -21,13 +21,15 @@ def post_json(
 ) -> None:
     """POST `payload` as JSON; raises WebhookDeliveryError (without the URL) unless the answer is 2xx."""
     secret = url.get_secret_value()
-    request = urllib.request.Request(
-        secret,
-        data=json.dumps(payload).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
+    if not secret.lower().startswith(("http://", "https://")):
+        raise WebhookDeliveryError("the alert webhook URL is not an http(s) URL (platform.alert_webhook_url)")
     try:
+        request = urllib.request.Request(
+            secret,
+            data=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (http(s) only)
             response.read()
     except urllib.error.HTTPError as error:

@@ -215,13 +215,13 @@ def test_a_webhook_that_is_down_does_not_crash_the_sensor_and_is_retried(
     assert TOKEN not in logs and "alert posted: quarantine" in logs
 
 
-def test_without_a_webhook_the_sensor_is_off(
+def test_without_a_webhook_alerting_is_off(
     scoped_settings: IcepackSettings, platform: PlatformSettings, instance: dg.DagsterInstance, table: str
 ) -> None:
+    """Unset, the sensor says so at every tick (in the UI) and remembers nothing: once a URL is set, its
+    first tick alerts on what is quarantined or failing then."""
     defs = _defs(scoped_settings, platform, None)
-    assert defs.resolve_sensor_def(SENSOR).default_status == dg.DefaultSensorStatus.STOPPED
     record_failures(scoped_settings, table, times=3)
     result = _tick(defs, instance, None)
-    assert str(result.skip_reason.skip_message) == NOT_CONFIGURED and result.cursor is None
-    configured = _defs(scoped_settings, platform, "http://127.0.0.1:9/x")
-    assert configured.resolve_sensor_def(SENSOR).default_status == dg.DefaultSensorStatus.RUNNING
+    assert result.skip_reason is not None and result.skip_reason.skip_message == NOT_CONFIGURED
+    assert result.cursor is None

@@ -85,12 +85,11 @@ def _summary(outbox: _Outbox) -> str:
 
 
 def build_alert_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
-    running = platform.alert_webhook_url is not None and platform.sensors_running_by_default
     failing_after = platform.alert_failing_after
 
     @dg.sensor(
         name="alert_sensor",
-        default_status=dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED,
+        default_status=dg.DefaultSensorStatus(platform.default_status),
         minimum_interval_seconds=platform.maintenance_interval_seconds,
         description="Posts to the alert webhook (Slack-compatible JSON) when a table is quarantined, when "
         "a table's maintenance keeps failing, and when a health-sync run fails; once each.",
