@@ -193,6 +193,25 @@ def test_a_failed_health_sync_run_posts_once(
     assert run.run_id in text and "health-sync run" in text and "none of the tables" in text
 
 
+def test_a_failed_health_sync_that_dagster_retries_alerts_only_on_its_last_attempt(
+    scoped_settings: IcepackSettings, platform: PlatformSettings, webhook: Webhook, namespace: str
+) -> None:
+    defs = _defs(scoped_settings, platform, webhook.url)
+    config = {"ops": {"sync_tables": {"config": {"tables": [f"lake.{namespace}.never_discovered"]}}}}
+    with dg.instance_for_test(overrides={"run_retries": {"enabled": True}}) as instance:
+        job = defs.resolve_job_def("health_sync")
+        first = job.execute_in_process(instance=instance, run_config=config, raise_on_error=False)
+        assert instance.get_run_by_id(first.run_id).tags["dagster/will_retry"] == "true"
+        cursor = _tick(defs, instance, None).cursor
+        assert webhook.received == []
+        last = job.execute_in_process(  # a run with no retries left, as the last retry is
+            instance=instance, run_config=config, raise_on_error=False, tags={"dagster/max_retries": "0"}
+        )
+        assert instance.get_run_by_id(last.run_id).tags["dagster/will_retry"] == "false"
+        _tick(defs, instance, cursor)
+    assert len(webhook.received) == 1 and last.run_id in webhook.received[0]["text"]
+
+
 def test_a_webhook_that_is_down_does_not_crash_the_sensor_and_is_retried(
     scoped_settings: IcepackSettings, platform: PlatformSettings, instance: dg.DagsterInstance,
     webhook: Webhook, table: str, capfd: pytest.CaptureFixture[str],

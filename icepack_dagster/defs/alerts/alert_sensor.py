@@ -1,6 +1,6 @@
 """`alert_sensor`: posts an alert to the operator's webhook when a table enters quarantine (once per
 episode), when a table's maintenance failed `alert_failing_after` times in a row (once per streak) and
-when a health-sync run fails (once per run).
+when a health-sync run fails (once per run, and not for an attempt Dagster retries).
 
 Its cursor records only what was delivered: an alert the webhook did not take is posted again at the
 next tick, and a restart repeats nothing. The webhook URL carries a token: it is read from the
@@ -8,6 +8,8 @@ settings at each tick and appears in no cursor, log line, skip reason or error.
 """
 
 from __future__ import annotations
+
+import logging
 
 import dagster as dg
 from pydantic import SecretStr
@@ -17,6 +19,7 @@ from icepack_dagster.defs.alerts.alert_sources import (
     run_batch,
     run_error,
     table_histories,
+    will_be_retried,
 )
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.alerts import Alert, StreakSeen, health_sync_failed_alert, judge_streak
@@ -32,7 +35,7 @@ NOT_CONFIGURED = "alerting is off: set ICEPACK_PLATFORM_ALERT_WEBHOOK_URL (platf
 class _Outbox:
     """Delivers alerts until the webhook fails once; after that the tick sends nothing more."""
 
-    def __init__(self, url: SecretStr, log: dg.DagsterLogManager) -> None:
+    def __init__(self, url: SecretStr, log: logging.Logger) -> None:
         self._url, self._log = url, log
         self.sent: list[Alert] = []
         self.error: str | None = None
@@ -69,7 +72,7 @@ def _run_alerts(outbox: _Outbox, instance: dg.DagsterInstance, cursor: AlertCurs
     after, alerted = cursor.runs_updated_after, list(cursor.alerted_runs)
     for record in failed_health_syncs(instance, after):
         run_id = record.dagster_run.run_id
-        if run_id not in alerted:
+        if run_id not in alerted and not will_be_retried(record):
             alert = health_sync_failed_alert(run_id, run_batch(record), run_error(instance, run_id))
             if not outbox.send(alert):
                 break

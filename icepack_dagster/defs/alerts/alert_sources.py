@@ -19,6 +19,8 @@ from icepack_dagster.domain.policy import Policy
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import InvalidPolicyError
 
+# Dagster's tag on a failed run when run retries are enabled: "true" when its retry run will follow.
+WILL_RETRY_TAG = "dagster/will_retry"
 FIRST_LOOK_BACK = timedelta(days=1)
 RUNS_PER_TICK = 50
 # Runs updated within this much before the cursor's time are read again (and skipped by run id), so
@@ -68,6 +70,11 @@ def run_error(instance: dg.DagsterInstance, run_id: str) -> str | None:
         if event is not None and event.message:
             return event.message
     return None
+
+
+def will_be_retried(record: dg.RunRecord) -> bool:
+    """A failed run Dagster retries: its retry alerts if it fails too, so the operator hears once."""
+    return record.dagster_run.tags.get(WILL_RETRY_TAG) == "true"
 
 
 def run_batch(record: dg.RunRecord) -> str | None:
