@@ -64,7 +64,8 @@ def head_revision() -> str:
 
 
 def current_revision(connection: Connection) -> str | None:
-    return MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE}).get_current_revision()
+    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    return context.get_current_revision()
 
 
 def _refuse_unknown(revision: str | None, shown_url: str) -> None:
