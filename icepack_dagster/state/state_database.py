@@ -125,4 +125,3 @@ def _sqlite_wal(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-d
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
-
