@@ -15,6 +15,7 @@ transaction-scoped advisory lock, SQLite with a lock file beside the database.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -56,9 +57,15 @@ def _config() -> Config:
     return config
 
 
+@functools.cache
+def _scripts() -> ScriptDirectory:
+    """The shipped revisions, read once per process."""
+    return ScriptDirectory.from_config(_config())
+
+
 def head_revision() -> str:
     """The newest revision this icepack ships."""
-    head = ScriptDirectory.from_config(_config()).get_current_head()
+    head = _scripts().get_current_head()
     assert head is not None
     return head
 
@@ -71,7 +78,7 @@ def current_revision(connection: Connection) -> str | None:
 def _refuse_unknown(revision: str | None, shown_url: str) -> None:
     if revision is None:
         return
-    known = {script.revision for script in ScriptDirectory.from_config(_config()).walk_revisions()}
+    known = {script.revision for script in _scripts().walk_revisions()}
     if revision not in known:
         raise ConfigurationError(
             f"icepack state database ({shown_url}) is at schema revision {revision}, which this icepack "
