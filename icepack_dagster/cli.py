@@ -293,18 +293,28 @@ def state() -> None:
 
 
 @state.command("upgrade")
-def state_upgrade() -> None:
+@json_option
+def state_upgrade(as_json: bool) -> None:
     """Migrate the state database to this icepack's newest schema revision (nothing when it is there).
     Every icepack process also does this when it first opens the database; run it before a rollout to
     migrate once, ahead of the pods."""
     url = load_settings().resolved_state_url
     result = upgrade_state_database(url)
     where = f"state database {redacted_url(url)}"
-    if not result.changed:
-        click.echo(f"{where}: already at schema revision {result.after}, nothing to do")
-        return
-    before = result.before or ("none (written before migrations)" if result.adopted else "none (new)")
-    click.echo(f"{where}: upgraded from schema revision {before} to {result.after}")
+
+    def human() -> str:
+        if not result.changed:
+            return f"{where}: already at schema revision {result.after}, nothing to do"
+        before = result.before or ("none (written before migrations)" if result.adopted else "none (new)")
+        return f"{where}: upgraded from schema revision {before} to {result.after}"
+
+    data = {
+        "before": result.before,
+        "after": result.after,
+        "changed": result.changed,
+        "adopted": result.adopted,
+    }
+    _emit(data, as_json, human)
 
 
 @cli.group()

@@ -6,6 +6,7 @@ refused, naming its revision. Real SQLite and real PostgreSQL; `icepack state up
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -205,15 +206,21 @@ def test_icepack_state_upgrade_adopts_an_old_database_once(url: str, tmp_path: P
     env |= {"ICEPACK_HOME": str(tmp_path / "home"), "ICEPACK_STATE_URL": url}
     head = schema_migrations.head_revision()
 
-    def upgrade() -> str:
+    def upgrade(*options: str) -> str:
         done = subprocess.run(
-            [ICEPACK, "state", "upgrade"], env=env, capture_output=True, text=True, timeout=120
+            [ICEPACK, "state", "upgrade", *options], env=env, capture_output=True, text=True, timeout=120
         )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
     assert f"upgraded from schema revision none (written before migrations) to {head}" in upgrade()
     assert f"already at schema revision {head}, nothing to do" in upgrade()
+    assert json.loads(upgrade("--json")) == {
+        "before": head,
+        "after": head,
+        "changed": False,
+        "adopted": False,
+    }
     assert _revision(url) == head
 
 
