@@ -99,6 +99,12 @@ class PlatformSettings(BaseModel):
     alert_failing_after: int = Field(
         default=2, ge=1, description="Consecutive maintenance failures of a table that post a warning"
     )
+    alert_interval_seconds: int = Field(
+        default=300,
+        ge=30,
+        description="How often the alert sensor looks: each look reads every table's maintenance history "
+        "(a few queries per table), so it runs less often than the maintenance sensor",
+    )
 
     @field_validator("health_sync_cron")
     @classmethod

@@ -93,7 +93,7 @@ def build_alert_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     @dg.sensor(
         name="alert_sensor",
         default_status=dg.DefaultSensorStatus(platform.default_status),
-        minimum_interval_seconds=platform.maintenance_interval_seconds,
+        minimum_interval_seconds=platform.alert_interval_seconds,
         description="Posts to the alert webhook (Slack-compatible JSON) when a table is quarantined, when "
         "a table's maintenance keeps failing, and when a health-sync run fails; once each.",
     )
