@@ -42,6 +42,7 @@ from icepack_dagster.presentation import (
 )
 from icepack_dagster.settings import load_settings
 from icepack_dagster.spark import jvm_artifacts
+from icepack_dagster.state.state_database import redacted_url, upgrade_state_database
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO, EXIT_TABLE_GONE, EXIT_DEFERRED = 0, 1, 2, 3, 4, 5
 EXIT_NO_EFFECT = 6  # an action ran but did nothing where its prediction planned work
@@ -284,6 +285,36 @@ def history_prune(ctx: _Context) -> None:
     removed = ctx.engine.prune_history()
     days = ctx.engine.settings.history_retention_days
     click.echo(f"pruned {removed} history rows older than {days} days")
+
+
+@cli.group()
+def state() -> None:
+    """icepack's state database (history, table leases, manifest summaries)."""
+
+
+@state.command("upgrade")
+@json_option
+def state_upgrade(as_json: bool) -> None:
+    """Migrate the state database to this icepack's newest schema revision (nothing when it is there).
+    Every icepack process also does this when it first opens the database; run it before a rollout to
+    migrate once, ahead of the pods."""
+    url = load_settings().resolved_state_url
+    result = upgrade_state_database(url)
+    where = f"state database {redacted_url(url)}"
+
+    def human() -> str:
+        if not result.changed:
+            return f"{where}: already at schema revision {result.after}, nothing to do"
+        before = result.before or ("none (written before migrations)" if result.adopted else "none (new)")
+        return f"{where}: upgraded from schema revision {before} to {result.after}"
+
+    data = {
+        "before": result.before,
+        "after": result.after,
+        "changed": result.changed,
+        "adopted": result.adopted,
+    }
+    _emit(data, as_json, human)
 
 
 @cli.group()

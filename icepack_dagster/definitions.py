@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from icepack_dagster.defs.alerts.alert_sensor import build_alert_sensor
 from icepack_dagster.defs.discovery.discovery_sensor import build_discovery_sensor
 from icepack_dagster.defs.fleet.fleet_sensor import build_fleet_sensor
 from icepack_dagster.defs.fleet.fleet_summary import fleet_summary
@@ -45,6 +46,7 @@ def build_definitions(settings: IcepackSettings | None = None) -> dg.Definitions
             build_fleet_sensor(platform),
             build_post_maintenance_sensor(platform),
             build_maintenance_failure_sensor(platform),
+            build_alert_sensor(platform),
         ],
         resources=build_resources(settings),
     )

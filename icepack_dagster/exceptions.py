@@ -26,6 +26,11 @@ class MissingComponentError(IcepackError):
     """A required runtime part (Java, a jar, a database driver) is not installed; says what to install."""
 
 
+class WebhookDeliveryError(IcepackError):
+    """The alert webhook could not be reached or refused the message; the message never quotes the
+    webhook's URL (it carries a token), and the alert is sent again at the next sensor tick."""
+
+
 class CatalogUnavailableError(IcepackError):
     """The catalog (or the table's storage) could not be reached, opened or listed; nothing was changed
     because of it, and it is never counted as the table's failure. `transient`: it kept failing the way

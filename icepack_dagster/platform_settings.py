@@ -1,14 +1,14 @@
 """The `platform` section of the settings: Dagster-specific knobs (schedule cron, batch sizes, sensor
-intervals, maintenance caps, the fleet metrics file). Only the Dagster layer uses them. `settings.py`
-reads them with the rest: `ICEPACK_PLATFORM_<FIELD>` in the environment, `platform:` in the YAML file
-(docs/DAGSTER.md)."""
+intervals, maintenance caps, the fleet metrics file, the alert webhook). Only the Dagster layer uses
+them. `settings.py` reads them with the rest: `ICEPACK_PLATFORM_<FIELD>` in the environment,
+`platform:` in the YAML file (docs/DAGSTER.md)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from icepack_dagster.domain.run_sizing import SizingPolicy, SizingTier
 
@@ -90,6 +90,20 @@ class PlatformSettings(BaseModel):
     fleet_metrics_path: Path | None = Field(
         default=None,
         description="Prometheus textfile-collector output; default <icepack home>/metrics/icepack.prom",
+    )
+    alert_webhook_url: SecretStr | None = Field(
+        default=None,
+        description="Slack-compatible incoming webhook the alert sensor posts to (quarantine, repeated "
+        "maintenance failure, failed health sync); a secret (it carries a token); unset: no alerts",
+    )
+    alert_failing_after: int = Field(
+        default=2, ge=1, description="Consecutive maintenance failures of a table that post a warning"
+    )
+    alert_interval_seconds: int = Field(
+        default=300,
+        ge=30,
+        description="How often the alert sensor looks: each look reads every table's maintenance history "
+        "(a few queries per table), so it runs less often than the maintenance sensor",
     )
 
     @field_validator("health_sync_cron")

@@ -3,10 +3,12 @@ guessed at: the sensor starts from the beginning, and deterministic run keys kee
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from icepack_dagster.domain.alerts import StreakSeen
 from icepack_dagster.domain.health_model import HealthState
 
 
@@ -48,6 +50,18 @@ class MaintenanceCursor(_Cursor):
         default_factory=list,
         description="Healthy tables due a sweep that waited (window, no slot): checked again every tick",
     )
+
+
+class AlertCursor(_Cursor):
+    """What the alert sensor has already told the operator: each failing or quarantined table's streak,
+    and the failed health-sync runs alerted on (by the time Dagster last updated them)."""
+
+    version: Literal[1] = 1
+    streaks: dict[str, StreakSeen] = Field(default_factory=dict)
+    runs_updated_after: datetime | None = Field(
+        default=None, description="None: look back one day for failed health-sync runs"
+    )
+    alerted_runs: list[str] = Field(default_factory=list, description="The newest run ids alerted on")
 
 
 C = TypeVar("C", bound=_Cursor)

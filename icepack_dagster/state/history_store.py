@@ -113,7 +113,7 @@ class HistoryStore:
     """Reads and appends maintenance history; safe to share across threads."""
 
     def __init__(self, url: str) -> None:
-        self._engine: SqlEngine = open_state_database(url, _metadata)
+        self._engine: SqlEngine = open_state_database(url)
 
     def record(self, report: MaintenanceReport) -> None:
         """Append a finished maintenance. Dry runs are not history, nor is a table found gone: a dropped

@@ -83,7 +83,7 @@ class ManifestSummaryStore:
     def _database(self) -> SqlEngine:
         with self._lock:
             if self._engine is None:
-                self._engine = open_state_database(self.url, _metadata)
+                self._engine = open_state_database(self.url)
             return self._engine
 
     def get_many(self, paths: Sequence[str], small_threshold: int) -> dict[str, ManifestSummary]:

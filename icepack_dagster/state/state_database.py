@@ -3,9 +3,9 @@ opened the same way for every store that keeps icepack's own state in it.
 
 One SQLAlchemy engine per database URL and process, shared by every store (maintenance history,
 manifest summaries), disposed when the process exits; a forked child (a run worker) opens its own
-rather than reusing its parent's pooled connections. The database records its schema version in
-`icepack_schema_version`: a database written by a newer icepack is refused instead of misread, and
-migrations between versions belong here, keyed by the version they start from.
+rather than reusing its parent's pooled connections. The first open in a process brings the database
+to the newest schema revision (schema_migrations.py: one version check when it is current); a database
+a newer icepack migrated is refused instead of misread.
 """
 
 from __future__ import annotations
@@ -16,22 +16,14 @@ import re
 import threading
 from pathlib import Path
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, event, insert, select
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine as SqlEngine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from icepack_dagster.exceptions import ConfigurationError
+from icepack_dagster.state import schema_migrations
 
-SCHEMA_VERSION = 1
-_schema = MetaData()
-schema_version = Table(
-    "icepack_schema_version",
-    _schema,
-    Column("component", String(64), primary_key=True),
-    Column("version", Integer, nullable=False),
-)
-_COMPONENT = "icepack"
 _engines: dict[str, SqlEngine] = {}
 _lock = threading.Lock()
 _hooks_registered = False
@@ -46,8 +38,8 @@ def redacted_url(url: str) -> str:
     return url
 
 
-def open_state_database(url: str, metadata: MetaData) -> SqlEngine:
-    """The process's engine on the state database, with `metadata`'s tables created. SQLite runs in WAL
+def open_state_database(url: str) -> SqlEngine:
+    """The process's engine on the state database, its schema at the newest revision. SQLite runs in WAL
     mode with a busy timeout, because health-sync and maintenance runs write to it from several
     processes."""
     with _lock:
@@ -57,44 +49,49 @@ def open_state_database(url: str, metadata: MetaData) -> SqlEngine:
                 engine = _new_engine(url)
                 _engines[url] = engine
                 _register_process_hooks()
-            metadata.create_all(engine)
         except (SQLAlchemyError, OSError) as error:
-            raise ConfigurationError(
-                f"icepack state database ({redacted_url(url)}) is not usable: {type(error).__name__}. "
-                "Check ICEPACK_STATE_URL."
-            ) from None
+            raise _unusable(url, error) from None
     return engine
 
 
-def _new_engine(url: str) -> SqlEngine:
+def new_engine(url: str) -> SqlEngine:
+    """An engine on the state database, not yet migrated (the process's shared one is
+    `open_state_database`'s)."""
     database = make_url(url).database  # decoded: a home path may hold '%' or spaces
     if url.startswith("sqlite:///") and database:
         Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, pool_pre_ping=True)
     if url.startswith("sqlite"):
         event.listen(engine, "connect", _sqlite_wal)
+    return engine
+
+
+def upgrade_state_database(url: str) -> schema_migrations.SchemaUpgrade:
+    """`icepack state upgrade`: migrate the database to the newest revision on an engine of its own."""
+    engine = new_engine(url)
     try:
-        _check_schema_version(engine, url)
+        return schema_migrations.upgrade(engine, redacted_url(url))
+    except SQLAlchemyError as error:
+        raise _unusable(url, error) from None
+    finally:
+        engine.dispose()
+
+
+def _unusable(url: str, error: BaseException) -> ConfigurationError:
+    return ConfigurationError(
+        f"icepack state database ({redacted_url(url)}) is not usable: {type(error).__name__}. "
+        "Check ICEPACK_STATE_URL."
+    )
+
+
+def _new_engine(url: str) -> SqlEngine:
+    engine = new_engine(url)
+    try:
+        schema_migrations.upgrade(engine, redacted_url(url))
     except BaseException:
         engine.dispose()
         raise
     return engine
-
-
-def _check_schema_version(engine: SqlEngine, url: str) -> None:
-    """Record the schema version in a new database; refuse one a newer icepack wrote."""
-    _schema.create_all(engine)
-    with engine.begin() as connection:
-        found = connection.execute(
-            select(schema_version.c.version).where(schema_version.c.component == _COMPONENT)
-        ).scalar_one_or_none()
-        if found is None:
-            connection.execute(insert(schema_version).values(component=_COMPONENT, version=SCHEMA_VERSION))
-        elif found > SCHEMA_VERSION:
-            raise ConfigurationError(
-                f"icepack state database ({redacted_url(url)}) has schema version {found}, newer than "
-                f"this icepack's {SCHEMA_VERSION}: upgrade icepack, or point ICEPACK_STATE_URL elsewhere"
-            )
 
 
 def dispose_engines() -> None:
@@ -128,4 +125,3 @@ def _sqlite_wal(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-d
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
-

@@ -52,7 +52,7 @@ class TableLeases:
     """Acquire, renew and release table leases; safe to share across threads."""
 
     def __init__(self, url: str, ttl: timedelta) -> None:
-        self._engine: SqlEngine = open_state_database(url, _metadata)
+        self._engine: SqlEngine = open_state_database(url)
         self.ttl = ttl
 
     def acquire(self, table: str, holder: str, now: datetime | None = None) -> str:

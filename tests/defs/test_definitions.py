@@ -39,6 +39,7 @@ def test_definitions_load_and_validate(settings: IcepackSettings, platform: Plat
         "fleet_refresh_sensor",
         "post_maintenance_health_sensor",
         "maintenance_failure_sensor",
+        "alert_sensor",
     }
     for sensor in defs.sensors:
         assert sensor.default_status == dg.DefaultSensorStatus.RUNNING

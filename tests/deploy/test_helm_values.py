@@ -136,7 +136,8 @@ def _pod_env(container: dict[str, Any], secret_keys: dict[str, list[str]]) -> di
 def test_environment_configures_icepack(overlay: str, monkeypatch: pytest.MonkeyPatch) -> None:
     container = _container(helm_chart.render("values.yaml", overlay))
     secret_keys = {"icepack-catalog-credentials": ["ICEPACK_CATALOGS__LAKE__CLIENT_ID",
-                                                   "ICEPACK_CATALOGS__LAKE__CLIENT_SECRET"]}
+                                                   "ICEPACK_CATALOGS__LAKE__CLIENT_SECRET"],
+                   "icepack-compute-logs": ["DAGSTER_COMPUTE_LOG_BUCKET"]}
     for key in [k for k in os.environ if k.startswith("ICEPACK_")]:
         monkeypatch.delenv(key)
     for key, value in _pod_env(container, secret_keys).items():
@@ -187,7 +188,7 @@ def test_no_literal_secrets_in_the_rendered_production_release() -> None:
     assert _literal_secrets(rendered.instance_config()) == []
     context = rendered.container_context()
     assert _literal_secrets(context) == []
-    assert context["k8s"]["env_secrets"] == ["icepack-catalog-credentials"]
+    assert context["k8s"]["env_secrets"] == ["icepack-catalog-credentials", "icepack-compute-logs"]
 
 
 def test_dev_release_renders_only_the_charts_own_database_secrets() -> None:

@@ -1,0 +1,81 @@
+"""What the alert sensor reads: each managed table's maintenance history (with the quarantine threshold
+of its own policy) from the state database, and failed health-sync runs from Dagster's run storage."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+
+from icepack_dagster.defs.asset_keys import TABLE_STATUS
+from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
+from icepack_dagster.defs.health_sync.job import health_sync_job
+from icepack_dagster.defs.materialization_codec import decode_status
+from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
+from icepack_dagster.defs.run_tags import BATCH_TAG
+from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.policy import Policy
+from icepack_dagster.engine import Engine
+from icepack_dagster.exceptions import InvalidPolicyError
+
+# Dagster's tag on a failed run when run retries are enabled: "true" when its retry run will follow.
+WILL_RETRY_TAG = "dagster/will_retry"
+FIRST_LOOK_BACK = timedelta(days=1)
+RUNS_PER_TICK = 50
+# Runs updated within this much before the cursor's time are read again (and skipped by run id), so
+# runs sharing the cursor's timestamp are never lost to a strict comparison.
+_OVERLAP = timedelta(seconds=1)
+
+
+def table_histories(engine: Engine, instance: dg.DagsterInstance) -> Iterator[tuple[str, TableHistory, int]]:
+    """(table, history, quarantine threshold) for every managed table; a table not measured yet or
+    with an invalid policy is judged by the default policy, as the fleet summary does."""
+    partitions = list(instance.get_dynamic_partitions(PARTITIONS_NAME))
+    statuses = latest_per_partition(instance, TABLE_STATUS, partitions)
+    for partition in partitions:
+        key = table_key(partition)
+        status = decode_status(metadata_of(statuses[partition])) if partition in statuses else None
+        try:
+            policy = engine.policy(key, status.properties).policy if status is not None else Policy()
+        except InvalidPolicyError:
+            policy = Policy()
+        yield partition, engine.history(key, policy), policy.quarantine_after_failures
+
+
+def failed_health_syncs(instance: dg.DagsterInstance, updated_after: datetime | None) -> list[dg.RunRecord]:
+    """Failed health-sync runs last updated after `updated_after` (default: a day ago), oldest first."""
+    since = updated_after - _OVERLAP if updated_after else datetime.now(UTC) - FIRST_LOOK_BACK
+    filters = dg.RunsFilter(
+        job_name=health_sync_job.name, statuses=[dg.DagsterRunStatus.FAILURE], updated_after=since
+    )
+    return list(
+        instance.get_run_records(
+            filters=filters, limit=RUNS_PER_TICK, order_by="update_timestamp", ascending=True
+        )
+    )
+
+
+def run_error(instance: dg.DagsterInstance, run_id: str) -> str | None:
+    """The first step's error of a failed run, or the run failure's own message."""
+    steps = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+    for record in steps:
+        event = record.event_log_entry.dagster_event
+        if event is not None and event.step_failure_data.error is not None:
+            error = event.step_failure_data.error
+            return f"{event.step_key}: {error.cls_name}: {error.message.strip()}"
+    failures = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+    for record in failures:
+        event = record.event_log_entry.dagster_event
+        if event is not None and event.message:
+            return event.message
+    return None
+
+
+def will_be_retried(record: dg.RunRecord) -> bool:
+    """A failed run Dagster retries: its retry alerts if it fails too, so the operator hears once."""
+    return record.dagster_run.tags.get(WILL_RETRY_TAG) == "true"
+
+
+def run_batch(record: dg.RunRecord) -> str | None:
+    return record.dagster_run.tags.get(BATCH_TAG)
