@@ -18,10 +18,10 @@ from icepack_dagster.defs.alerts.alert_sources import (
     failed_health_syncs,
     run_batch,
     run_error,
-    table_histories,
     will_be_retried,
 )
 from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.alerts import Alert, StreakSeen, health_sync_failed_alert, judge_streak
 from icepack_dagster.domain.sensor_cursors import AlertCursor, decode_cursor
 from icepack_dagster.exceptions import WebhookDeliveryError

@@ -1,23 +1,14 @@
-"""What the alert sensor reads: each managed table's maintenance history (with the quarantine threshold
-of its own policy) from the state database, and failed health-sync runs from Dagster's run storage."""
+"""What the alert sensor reads besides the tables' histories (defs/table_histories.py): failed
+health-sync runs from Dagster's run storage."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import TABLE_STATUS
-from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
 from icepack_dagster.defs.health_sync.job import health_sync_job
-from icepack_dagster.defs.materialization_codec import decode_status
-from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.run_tags import BATCH_TAG
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.policy import Policy
-from icepack_dagster.engine import Engine
-from icepack_dagster.exceptions import InvalidPolicyError
 
 # Dagster's tag on a failed run when run retries are enabled: "true" when its retry run will follow.
 WILL_RETRY_TAG = "dagster/will_retry"
@@ -26,21 +17,6 @@ RUNS_PER_TICK = 50
 # Runs updated within this much before the cursor's time are read again (and skipped by run id), so
 # runs sharing the cursor's timestamp are never lost to a strict comparison.
 _OVERLAP = timedelta(seconds=1)
-
-
-def table_histories(engine: Engine, instance: dg.DagsterInstance) -> Iterator[tuple[str, TableHistory, int]]:
-    """(table, history, quarantine threshold) for every managed table; a table not measured yet or
-    with an invalid policy is judged by the default policy, as the fleet summary does."""
-    partitions = list(instance.get_dynamic_partitions(PARTITIONS_NAME))
-    statuses = latest_per_partition(instance, TABLE_STATUS, partitions)
-    for partition in partitions:
-        key = table_key(partition)
-        status = decode_status(metadata_of(statuses[partition])) if partition in statuses else None
-        try:
-            policy = engine.policy(key, status.properties).policy if status is not None else Policy()
-        except InvalidPolicyError:
-            policy = Policy()
-        yield partition, engine.history(key, policy), policy.quarantine_after_failures
 
 
 def failed_health_syncs(instance: dg.DagsterInstance, updated_after: datetime | None) -> list[dg.RunRecord]:

@@ -4,7 +4,7 @@ import time
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH
 from icepack_dagster.defs.event_reads import latest, latest_per_partition, metadata_of, new_materializations
 from icepack_dagster.defs.fleet.metrics import write_textfile
 from icepack_dagster.defs.maintenance.maintained_table import maintained_table
@@ -12,17 +12,15 @@ from icepack_dagster.defs.materialization_codec import (
     decode_fleet,
     decode_health,
     decode_reclaimed,
-    decode_status,
     fleet_metadata,
 )
-from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
+from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import maintenance_runs
+from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.fleet import FleetSummary
 from icepack_dagster.domain.health_model import HealthState
-from icepack_dagster.domain.policy import Policy
 from icepack_dagster.engine import Engine
-from icepack_dagster.exceptions import InvalidPolicyError
 
 _QUEUED = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
 _RUNNING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
@@ -44,19 +42,11 @@ def _states(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, He
 
 
 def _quarantined(engine: Engine, instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, str]:
-    statuses = latest_per_partition(instance, TABLE_STATUS, partitions)
-    quarantined = {}
-    for partition in partitions:
-        key = table_key(partition)
-        status = decode_status(metadata_of(statuses[partition])) if partition in statuses else None
-        try:
-            policy = engine.policy(key, status.properties).policy if status is not None else Policy()
-        except InvalidPolicyError:
-            policy = Policy()
-        history = engine.history(key, policy)
-        if history.quarantined:
-            quarantined[partition] = history.last_error or "unknown error"
-    return quarantined
+    return {
+        partition: history.last_error or "unknown error"
+        for partition, history, _ in table_histories(engine, instance, partitions)
+        if history.quarantined
+    }
 
 
 def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> tuple[int, int, int]:

@@ -1,0 +1,35 @@
+"""Each managed table's maintenance history, judged by its own policy's quarantine threshold: what the
+fleet summary and the alert sensor both read. The policy comes from the table's latest measured status
+(its properties); a table not measured yet, or with an invalid policy, is judged by the default one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import dagster as dg
+
+from icepack_dagster.defs.asset_keys import TABLE_STATUS
+from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
+from icepack_dagster.defs.materialization_codec import decode_status
+from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
+from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.policy import Policy
+from icepack_dagster.engine import Engine
+from icepack_dagster.exceptions import InvalidPolicyError
+
+
+def table_histories(
+    engine: Engine, instance: dg.DagsterInstance, partitions: Sequence[str] | None = None
+) -> Iterator[tuple[str, TableHistory, int]]:
+    """(table, history, quarantine threshold) for `partitions` (default: every managed table)."""
+    if partitions is None:
+        partitions = list(instance.get_dynamic_partitions(PARTITIONS_NAME))
+    statuses = latest_per_partition(instance, TABLE_STATUS, list(partitions))
+    for partition in partitions:
+        key = table_key(partition)
+        status = decode_status(metadata_of(statuses[partition])) if partition in statuses else None
+        try:
+            policy = engine.policy(key, status.properties).policy if status is not None else Policy()
+        except InvalidPolicyError:
+            policy = Policy()
+        yield partition, engine.history(key, policy), policy.quarantine_after_failures
