@@ -137,7 +137,8 @@ def test_environment_configures_icepack(overlay: str, monkeypatch: pytest.Monkey
     container = _container(helm_chart.render("values.yaml", overlay))
     secret_keys = {"icepack-catalog-credentials": ["ICEPACK_CATALOGS__LAKE__CLIENT_ID",
                                                    "ICEPACK_CATALOGS__LAKE__CLIENT_SECRET"],
-                   "icepack-compute-logs": ["DAGSTER_COMPUTE_LOG_BUCKET"]}
+                   "icepack-compute-logs": ["DAGSTER_COMPUTE_LOG_BUCKET"],
+                   "icepack-alerts": ["ICEPACK_PLATFORM_ALERT_WEBHOOK_URL"]}
     for key in [k for k in os.environ if k.startswith("ICEPACK_")]:
         monkeypatch.delenv(key)
     for key, value in _pod_env(container, secret_keys).items():
@@ -151,6 +152,8 @@ def test_environment_configures_icepack(overlay: str, monkeypatch: pytest.Monkey
         assert isinstance(lake, RestCatalogSettings) and lake.vended_credentials
         assert lake.client_secret is not None and lake.client_secret.get_secret_value().startswith("stub-")
         assert settings.state_url is not None
+        webhook = platform.alert_webhook_url  # the alert sensor's webhook, from a Secret by reference
+        assert webhook is not None and webhook.get_secret_value().startswith("stub-")
         # The image's pinned jars (ICEPACK_SPARK__JAR_CACHE), with the AWS bundle S3 needs.
         assert settings.spark.jars is None and needs_aws_bundle(settings)
     else:
@@ -188,7 +191,9 @@ def test_no_literal_secrets_in_the_rendered_production_release() -> None:
     assert _literal_secrets(rendered.instance_config()) == []
     context = rendered.container_context()
     assert _literal_secrets(context) == []
-    assert context["k8s"]["env_secrets"] == ["icepack-catalog-credentials", "icepack-compute-logs"]
+    assert context["k8s"]["env_secrets"] == [
+        "icepack-catalog-credentials", "icepack-compute-logs", "icepack-alerts"
+    ]
 
 
 def test_dev_release_renders_only_the_charts_own_database_secrets() -> None:
