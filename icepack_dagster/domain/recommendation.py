@@ -212,18 +212,22 @@ class _Planner:
             return f"{count} snapshots, no more than snapshot_retain_last {keep}"
         oldest = (s.oldest_snapshot_age_seconds or 0.0) / 3600
         newest = (s.newest_snapshot_age_seconds or 0.0) / 3600
-        if oldest <= max_age:
+        # Iceberg expires snapshots committed strictly before `older_than`, which is floored to the
+        # second: a snapshot must be older than the age that cutoff stands for, not just max_age.
+        cutoff = (self.now - timedelta(hours=max_age)).replace(microsecond=0)
+        needed = (self.now - cutoff).total_seconds() / 3600
+        if oldest <= needed:
             return (
                 f"the oldest of {count} snapshots is {format_hours(oldest)} old, within "
                 f"snapshot_max_age_hours {max_age:g}; lower icepack.snapshot.max-age-hours to expire them"
             )
         # Ages are only known at the ends: assume commits spread evenly in between.
-        share = (oldest - max_age) / (oldest - newest) if oldest > newest else 1.0
+        share = (oldest - needed) / (oldest - newest) if oldest > newest else 1.0
         expired = min(count - keep, max(1, round(count * share)))
         return _Plan(
             f"about {expired} of {count} snapshots are older than {format_hours(max_age)} "
             f"(oldest {format_hours(oldest)}) beyond the newest {keep} kept",
-            {"older_than": _timestamp(self.now - timedelta(hours=max_age)), "retain_last": str(keep)},
+            {"older_than": _timestamp(cutoff), "retain_last": str(keep)},
             _Gain(files_removed=expired),  # at least each expired snapshot's manifest list
             _expected(expired),  # one manifest list deleted per expired snapshot
         )

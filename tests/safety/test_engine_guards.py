@@ -32,6 +32,7 @@ from tests.safety.safety_testkit import (
     plant_orphan,
     snapshot_rows,
     table_dir,
+    wait_past_newest_snapshot,
 )
 from tests.tables_testkit import table_fingerprint
 
@@ -122,6 +123,7 @@ def test_the_real_run_executes_exactly_what_the_dry_run_listed(
     for doomed in (1, 25):  # position delete files, so every action has work
         spark.sql(f"DELETE FROM {q} WHERE id = {doomed}")
     orphan = plant_orphan(catalogs, key)
+    wait_past_newest_snapshot(catalogs, key)  # expiry's cutoff is whole seconds: every action has work
     before = table_fingerprint(spark, q)
     executed: list[str] = []
     history = HistoryStore(f"sqlite:///{tmp_path / 'state.db'}")
