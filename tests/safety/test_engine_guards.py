@@ -52,6 +52,7 @@ def test_a_gc_disabled_table_gets_no_destructive_action(
     key = make_table(catalogs, namespace, "no_gc", commits=6, properties=EAGER | {"gc.enabled": "false"})
     q = qualified_table("lake", key)
     orphan = plant_orphan(catalogs, key)
+    wait_past_newest_snapshot(catalogs, key)  # expiry's cutoff is whole seconds
     root = table_dir(catalogs, key)
     snapshots, files, before = snapshot_rows(spark, key), files_under(root), table_fingerprint(spark, q)
 
