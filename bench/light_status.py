@@ -28,7 +28,7 @@ from icepack_dagster.iceberg.light_status import read_light_status  # noqa: E402
 from icepack_dagster.iceberg.manifest_reader import ManifestCache  # noqa: E402
 from icepack_dagster.iceberg.status_reader import read_status  # noqa: E402
 from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker  # noqa: E402
-from icepack_dagster.state.manifest_store import ManifestSummaryStore  # noqa: E402
+from icepack_dagster.store.manifest_store import ManifestSummaryStore  # noqa: E402
 
 
 def per_table(bench: Bench, keys: list, light: bool) -> tuple[float, float]:

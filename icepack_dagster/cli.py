@@ -42,7 +42,7 @@ from icepack_dagster.presentation import (
 )
 from icepack_dagster.settings import load_settings
 from icepack_dagster.spark import jvm_artifacts
-from icepack_dagster.state.state_database import redacted_url, upgrade_state_database
+from icepack_dagster.store.state_database import redacted_url, upgrade_state_database
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO, EXIT_TABLE_GONE, EXIT_DEFERRED = 0, 1, 2, 3, 4, 5
 EXIT_NO_EFFECT = 6  # an action ran but did nothing where its prediction planned work

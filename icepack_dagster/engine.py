@@ -43,9 +43,9 @@ from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files, orphan_removal_refusals
 from icepack_dagster.policy_file import load_policy_rules
 from icepack_dagster.settings import IcepackSettings
-from icepack_dagster.state.history_store import HistoryStore
-from icepack_dagster.state.manifest_store import ManifestSummaryStore
-from icepack_dagster.state.table_lease import TableLeases, default_holder
+from icepack_dagster.store.history_store import HistoryStore
+from icepack_dagster.store.manifest_store import ManifestSummaryStore
+from icepack_dagster.store.table_lease import TableLeases, default_holder
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -15,7 +15,7 @@ import pytest
 
 from icepack_dagster.domain.actions import ActionResult, ActionStatus, MaintenanceAction
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.state.history_store import HistoryStore
+from icepack_dagster.store.history_store import HistoryStore
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)

@@ -15,7 +15,7 @@ from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.prediction_model import ActionFigures, PredictedActual
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.state.history_store import HistoryStore
+from icepack_dagster.store.history_store import HistoryStore
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

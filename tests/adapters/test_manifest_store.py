@@ -26,7 +26,7 @@ from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.manifest_reader import ManifestCache, ManifestSummary, partition_id
 from icepack_dagster.iceberg.status_reader import read_status
 from icepack_dagster.settings import IcepackSettings
-from icepack_dagster.state.manifest_store import ManifestSummaryStore, decode_summary, encode_summary
+from icepack_dagster.store.manifest_store import ManifestSummaryStore, decode_summary, encode_summary
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
@@ -139,7 +139,7 @@ def test_a_state_path_that_cannot_exist_measures_without_it(
 
 
 def test_credentials_in_state_urls_are_masked() -> None:
-    from icepack_dagster.state.state_database import redacted_url
+    from icepack_dagster.store.state_database import redacted_url
 
     masked = redacted_url("postgresql+psycopg2://icepack:s3cret@db:5432/state?sslmode=require&password=p4ss")
     assert "s3cret" not in masked and "p4ss" not in masked

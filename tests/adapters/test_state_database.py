@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect
 
-from icepack_dagster.state import schema_migrations, state_database
-from icepack_dagster.state.history_store import HistoryStore, maintenance_runs
-from icepack_dagster.state.manifest_store import manifest_summaries
+from icepack_dagster.store import schema_migrations, state_database
+from icepack_dagster.store.history_store import HistoryStore, maintenance_runs
+from icepack_dagster.store.manifest_store import manifest_summaries
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 
 

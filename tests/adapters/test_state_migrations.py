@@ -35,15 +35,15 @@ from sqlalchemy import (
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.state import (
+from icepack_dagster.store import (
     history_store,
     manifest_store,
     schema_migrations,
     state_database,
     table_lease,
 )
-from icepack_dagster.state.history_store import HistoryStore
-from icepack_dagster.state.table_lease import TableLeases
+from icepack_dagster.store.history_store import HistoryStore
+from icepack_dagster.store.table_lease import TableLeases
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 
 ICEPACK = str(Path(sys.executable).parent / "icepack")

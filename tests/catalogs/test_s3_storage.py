@@ -29,7 +29,7 @@ from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings, load_settings
-from icepack_dagster.state.history_store import HistoryStore
+from icepack_dagster.store.history_store import HistoryStore
 from tests.catalogs.catalog_testkit import (
     EAGER_MOR,
     EVERY_ACTION,

@@ -30,7 +30,7 @@ from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
-from icepack_dagster.state.history_store import HistoryStore
+from icepack_dagster.store.history_store import HistoryStore
 from tests.compaction_testkit import daily_table, files_by_partition, insert_days
 from tests.safety.safety_testkit import contents_by_version
 

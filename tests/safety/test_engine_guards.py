@@ -23,7 +23,7 @@ from icepack_dagster.engine import TABLE_GONE, Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.presentation import format_report
 from icepack_dagster.settings import IcepackSettings
-from icepack_dagster.state.history_store import HistoryStore
+from icepack_dagster.store.history_store import HistoryStore
 from tests.safety.safety_testkit import (
     MOR_V2,
     RecordingSpark,

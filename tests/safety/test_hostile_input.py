@@ -35,7 +35,7 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.spark.runner import MaintenanceRunner
-from icepack_dagster.state.history_store import HistoryStore
+from icepack_dagster.store.history_store import HistoryStore
 from tests.factories import make_action, make_recommendation
 from tests.safety.safety_testkit import RecordingSpark, make_table
 from tests.tables_testkit import table_fingerprint

@@ -24,7 +24,7 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.settings import load_settings
 from icepack_dagster.spark.runner import MaintenanceRunner
-from icepack_dagster.state.history_store import HistoryStore
+from icepack_dagster.store.history_store import HistoryStore
 from tests.conftest import PG_HOST, PG_PORT
 from tests.factories import make_action
 

@@ -28,7 +28,7 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import TableLeaseHeldError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
-from icepack_dagster.state.table_lease import TableLeases, table_leases
+from icepack_dagster.store.table_lease import TableLeases, table_leases
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 from tests.safety.safety_testkit import make_table
 from tests.tables_testkit import table_fingerprint

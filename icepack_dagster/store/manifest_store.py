@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from icepack_dagster.exceptions import ConfigurationError
 from icepack_dagster.iceberg.manifest_reader import ManifestSummary, PartitionFiles
-from icepack_dagster.state.state_database import open_state_database, redacted_url
+from icepack_dagster.store.state_database import open_state_database, redacted_url
 
 _log = logging.getLogger(__name__)
 _metadata = MetaData()

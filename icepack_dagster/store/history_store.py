@@ -37,7 +37,7 @@ from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.prediction_model import PredictionAccuracy
-from icepack_dagster.state.state_database import open_state_database
+from icepack_dagster.store.state_database import open_state_database
 
 _metadata = MetaData()
 

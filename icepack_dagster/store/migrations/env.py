@@ -3,7 +3,7 @@ connection's transaction (which holds the migration lock), with icepack's own ve
 
 from alembic import context
 
-from icepack_dagster.state.schema_migrations import VERSION_TABLE
+from icepack_dagster.store.schema_migrations import VERSION_TABLE
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, version_table=VERSION_TABLE)

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine as SqlEngine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from icepack_dagster.exceptions import TableLeaseHeldError
-from icepack_dagster.state.state_database import open_state_database
+from icepack_dagster.store.state_database import open_state_database
 
 logger = logging.getLogger(__name__)
 _metadata = MetaData()

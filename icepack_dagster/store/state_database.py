@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.state import schema_migrations
+from icepack_dagster.store import schema_migrations
 
 _engines: dict[str, SqlEngine] = {}
 _lock = threading.Lock()

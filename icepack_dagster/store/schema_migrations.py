@@ -33,7 +33,7 @@ from sqlalchemy.engine import Engine as SqlEngine
 from icepack_dagster.exceptions import ConfigurationError
 
 VERSION_TABLE = "icepack_alembic_version"
-_SCRIPT_LOCATION = "icepack_dagster.state:migrations"
+_SCRIPT_LOCATION = "icepack_dagster.store:migrations"
 _ADVISORY_LOCK = 0x1CE9AC  # PostgreSQL advisory lock key: icepack's state migrations
 _log = logging.getLogger(__name__)
 
