@@ -106,12 +106,34 @@ class PlatformSettings(BaseModel):
         "(a few queries per table), so it runs less often than the maintenance sensor",
     )
 
-    @field_validator("health_sync_cron")
+    housekeeping_cron: str = Field(
+        default="17 3 * * *",
+        description="When the housekeeping job deletes old runs and prunes maintenance history (UTC)",
+    )
+    run_retention_days: int = Field(
+        default=30,
+        ge=1,
+        description="Finished Dagster runs (and their event logs) last updated longer ago than this are "
+        "deleted by the housekeeping job; runs not finished are never deleted",
+    )
+
+    @field_validator("health_sync_cron", "housekeeping_cron")
     @classmethod
     def _five_fields(cls, value: str) -> str:
         if len(value.split()) != 5:
             raise ValueError(f"{value!r} is not a 5-field cron expression (e.g. '*/15 * * * *')")
         return value
+
+    @model_validator(mode="after")
+    def _runs_outlive_rewrites(self) -> PlatformSettings:
+        # Health sync reads each table's latest status back from its run's events: deleting runs no
+        # newer than the slowest rewrite could delete a table's latest health.
+        if self.run_retention_days * 24 <= max(self.health_rewrite_hours, self.attention_rewrite_hours):
+            raise ValueError(
+                f"run_retention_days ({self.run_retention_days}) must be longer than health_rewrite_hours "
+                f"({self.health_rewrite_hours}) and attention_rewrite_hours ({self.attention_rewrite_hours})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _valid_sizing(self) -> PlatformSettings:

@@ -1,0 +1,60 @@
+"""Run retention over Dagster's public instance API: Dagster keeps every run and its event log until
+someone deletes it (its own `retention` setting covers only sensor and schedule ticks), so the
+housekeeping job deletes finished runs last updated before a cutoff, a page at a time.
+
+Only finished runs (succeeded, failed, canceled) are ever read, so a queued, running or canceling run
+is never deleted, however old. Age is the run's last update (when it finished), not its creation, so
+a run that ran long is kept for the whole retention after it ended.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import dagster as dg
+from pydantic import BaseModel, ConfigDict
+
+FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+RUNS_PER_PAGE = 100
+# A bound on one housekeeping run, so a first run after months without retention ends in minutes; what
+# it leaves is deleted by the next one (and reported as left).
+MAX_RUNS_DELETED = 20_000
+
+
+class RunRetentionResult(BaseModel):
+    """What one pass deleted, and how many finished runs older than the cutoff are left."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cutoff: datetime
+    deleted: int
+    left: int
+
+
+def _expired(cutoff: datetime) -> dg.RunsFilter:
+    return dg.RunsFilter(statuses=list(FINISHED), updated_before=cutoff)
+
+
+def delete_finished_runs(
+    instance: dg.DagsterInstance, cutoff: datetime, max_deleted: int = MAX_RUNS_DELETED
+) -> RunRetentionResult:
+    """Delete finished runs last updated before `cutoff` (each with its event log), at most
+    `max_deleted`, oldest first. What it reports as deleted is what the storage no longer counts, so a
+    delete that did nothing is never reported as done."""
+    before = instance.get_runs_count(filters=_expired(cutoff))
+    attempted: set[str] = set()
+    while len(attempted) < max_deleted:
+        page = instance.get_run_records(
+            filters=_expired(cutoff),
+            limit=min(RUNS_PER_PAGE, max_deleted - len(attempted)),
+            order_by="update_timestamp",
+            ascending=True,
+        )
+        run_ids = [record.dagster_run.run_id for record in page]
+        if not run_ids or attempted.intersection(run_ids):
+            break  # nothing left, or a run the storage did not delete: `left` shows it
+        for run_id in run_ids:
+            instance.delete_run(run_id)
+        attempted.update(run_ids)
+    left = instance.get_runs_count(filters=_expired(cutoff))
+    return RunRetentionResult(cutoff=cutoff, deleted=max(before - left, 0), left=left)
