@@ -43,9 +43,11 @@ def test_definitions_load_and_validate(settings: IcepackSettings, platform: Plat
     }
     for sensor in defs.sensors:
         assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
-    (schedule,) = defs.schedules
-    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
-    assert schedule.cron_schedule == "*/15 * * * *"
+    assert {s.name for s in defs.schedules} == {"health_sync_schedule", "housekeeping_schedule"}
+    for schedule in defs.schedules:
+        assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert defs.resolve_schedule_def("health_sync_schedule").cron_schedule == "*/15 * * * *"
+    assert defs.resolve_schedule_def("housekeeping_schedule").cron_schedule == "17 3 * * *"
     # A health sync pays no step process; maintenance keeps one, so a crashed worker is recognised.
     assert defs.resolve_job_def("health_sync").executor_def.name == "in_process"
     assert defs.resolve_job_def("maintenance").executor_def.name != "in_process"
