@@ -177,6 +177,12 @@ class Engine:
         threshold = (policy or Policy()).quarantine_after_failures
         return self.history_store.history(key.text, threshold)
 
+    def histories(self, policies: Mapping[TableKey, Policy]) -> dict[TableKey, TableHistory]:
+        """Each table's history judged by its policy, in one fleet-wide read (what sensors use)."""
+        thresholds = {key.text: policy.quarantine_after_failures for key, policy in policies.items()}
+        read = self.history_store.histories(thresholds)
+        return {key: read[key.text] for key in policies}
+
     def prune_history(self, now: datetime | None = None) -> int:
         """Drop maintenance history past `history_retention_days` that no decision reads any more."""
         cutoff = (now or utc_now()) - timedelta(days=self.settings.history_retention_days)

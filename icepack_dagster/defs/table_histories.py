@@ -14,6 +14,8 @@ from icepack_dagster.defs.materialization_codec import decode_status
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.policy import Policy
+from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import InvalidPolicyError
 
@@ -21,15 +23,23 @@ from icepack_dagster.exceptions import InvalidPolicyError
 def table_histories(
     engine: Engine, instance: dg.DagsterInstance, partitions: Sequence[str] | None = None
 ) -> Iterator[tuple[str, TableHistory, int]]:
-    """(table, history, quarantine threshold) for `partitions` (default: every managed table)."""
+    """(table, history, quarantine threshold) for `partitions` (default: every managed table); the
+    histories in one fleet-wide read of the state database, not a few queries per table."""
     if partitions is None:
         partitions = list(instance.get_dynamic_partitions(PARTITIONS_NAME))
     statuses = latest_per_partition(instance, TABLE_STATUS, list(partitions))
+    policies: dict[TableKey, Policy] = {}
+    for partition in partitions:
+        status = decode_status(metadata_of(statuses[partition])) if partition in statuses else None
+        policies[table_key(partition)] = _policy(engine, table_key(partition), status)
+    histories = engine.histories(policies)
     for partition in partitions:
         key = table_key(partition)
-        status = decode_status(metadata_of(statuses[partition])) if partition in statuses else None
-        try:
-            policy = engine.policy(key, status.properties).policy if status is not None else Policy()
-        except InvalidPolicyError:
-            policy = Policy()
-        yield partition, engine.history(key, policy), policy.quarantine_after_failures
+        yield partition, histories[key], policies[key].quarantine_after_failures
+
+
+def _policy(engine: Engine, key: TableKey, status: TableStatus | None) -> Policy:
+    try:
+        return engine.policy(key, status.properties).policy if status is not None else Policy()
+    except InvalidPolicyError:
+        return Policy()

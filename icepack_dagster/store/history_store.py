@@ -10,83 +10,27 @@ across tables the accuracy `icepack accuracy` shows.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Mapping
+from datetime import datetime
 
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    Column,
-    DateTime,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    case,
-    delete,
-    func,
-    insert,
-    select,
-)
+from sqlalchemy import case, delete, func, insert, select
 from sqlalchemy.engine import Engine as SqlEngine
-from sqlalchemy.engine import Row
 
-from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
+from icepack_dagster.domain.actions import ActionResult
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.prediction_model import PredictionAccuracy
+from icepack_dagster.store.history_reads import fleet_histories, table_history
+from icepack_dagster.store.history_tables import (
+    FAILURE_LOOKBACK,
+    RELEASED,
+    action_predictions,
+    action_runs,
+    maintenance_runs,
+)
 from icepack_dagster.store.state_database import open_state_database
 
-_metadata = MetaData()
-
-maintenance_runs = Table(
-    "icepack_maintenance_runs",
-    _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("table_key", String(1024), nullable=False, index=True),
-    Column("started_at", DateTime(timezone=True), nullable=False),
-    Column("finished_at", DateTime(timezone=True), nullable=False),
-    Column("outcome", String(32), nullable=False),  # succeeded | failed | nothing_to_do | released
-    Column("error", Text),
-    Column("report", Text),  # the MaintenanceReport as JSON, for audits
-)
-
-action_runs = Table(
-    "icepack_action_runs",
-    _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("table_key", String(1024), nullable=False, index=True),
-    Column("action", String(64), nullable=False),
-    Column("status", String(16), nullable=False),
-    Column("finished_at", DateTime(timezone=True), nullable=False),
-)
-
-action_predictions = Table(
-    "icepack_action_predictions",
-    _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("table_key", String(1024), nullable=False, index=True),
-    Column("action", String(64), nullable=False),
-    Column("status", String(16), nullable=False),
-    Column("finished_at", DateTime(timezone=True), nullable=False),
-    Column("snapshot_id", BigInteger),  # the table's snapshot the prediction was made on
-    Column("exact", Boolean, nullable=False),
-    Column("planned_files_in", BigInteger, nullable=False),
-    Column("planned_files_out", BigInteger),
-    Column("planned_bytes_in", BigInteger),
-    Column("done_files_in", BigInteger),
-    Column("done_files_out", BigInteger),
-    Column("done_bytes_in", BigInteger),
-)
-
-RELEASED = "released"
-_FAILURE_LOOKBACK = 100  # consecutive failures are counted up to this many
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+__all__ = ["RELEASED", "HistoryStore", "action_predictions", "action_runs", "maintenance_runs"]
 
 
 def _prediction_row(report: MaintenanceReport, result: ActionResult) -> dict[str, object]:
@@ -171,7 +115,7 @@ class HistoryStore:
             .over(partition_by=maintenance_runs.c.table_key, order_by=maintenance_runs.c.id.desc())
             .label("rank"),
         ).subquery("ranked")
-        newest_runs = select(ranked.c.id).where(ranked.c.rank <= _FAILURE_LOOKBACK)
+        newest_runs = select(ranked.c.id).where(ranked.c.rank <= FAILURE_LOOKBACK)
         last_successes = (
             select(func.max(action_runs.c.id))
             .where(action_runs.c.status == "succeeded")
@@ -194,44 +138,13 @@ class HistoryStore:
 
     def history(self, table: str, quarantine_after_failures: int) -> TableHistory:
         with self._engine.connect() as connection:
-            runs = connection.execute(
-                select(maintenance_runs.c.finished_at, maintenance_runs.c.outcome, maintenance_runs.c.error)
-                .where(maintenance_runs.c.table_key == table)
-                .order_by(maintenance_runs.c.id.desc())
-                .limit(_FAILURE_LOOKBACK)
-            ).all()
-            succeeded = connection.execute(
-                select(action_runs.c.action, func.max(action_runs.c.finished_at))
-                .where(action_runs.c.table_key == table, action_runs.c.status == "succeeded")
-                .group_by(action_runs.c.action)
-            ).all()
-            latest = connection.execute(
-                select(
-                    action_predictions.c.action, action_predictions.c.status, action_predictions.c.snapshot_id
-                )
-                .where(action_predictions.c.table_key == table)
-                .order_by(action_predictions.c.id.desc())
-                .limit(_FAILURE_LOOKBACK)
-            ).all()
-        failures = 0
-        last_error = None
-        for run in runs:
-            if run.outcome != "failed":
-                break
-            failures += 1
-            last_error = last_error or run.error
-        last_run_at = next((_aware(r.finished_at) for r in runs if r.outcome != RELEASED), None)
-        quarantined = failures >= quarantine_after_failures
-        return TableHistory(
-            table=table,
-            last_succeeded={MaintenanceAction(a): _aware(t) for a, t in succeeded},
-            last_run_at=last_run_at,
-            consecutive_failures=failures,
-            last_error=last_error,
-            quarantined=quarantined,
-            quarantined_at=_aware(runs[0].finished_at) if quarantined and runs else None,
-            no_effect_on=_no_effect_on(latest),
-        )
+            return table_history(connection, table, quarantine_after_failures)
+
+    def histories(self, quarantine_after: Mapping[str, int]) -> dict[str, TableHistory]:
+        """The history of each table in `quarantine_after` (table -> its quarantine threshold) in one
+        fleet-wide read of a few queries, each equal to `history` of that table."""
+        with self._engine.connect() as connection:
+            return fleet_histories(connection, quarantine_after)
 
     def accuracy(self, table: str | None = None) -> tuple[PredictionAccuracy, ...]:
         """Planned against done files and bytes, per action, over every recorded prediction of the
@@ -270,15 +183,3 @@ class HistoryStore:
             )
             for row in rows
         )
-
-
-def _no_effect_on(latest: Sequence[Row[Any, Any, Any]]) -> dict[MaintenanceAction, int]:
-    """Per action, the snapshot its newest prediction was made on, when that run had no effect."""
-    newest: dict[str, Row[Any, Any, Any]] = {}
-    for row in latest:
-        newest.setdefault(row.action, row)
-    return {
-        MaintenanceAction(action): row.snapshot_id
-        for action, row in newest.items()
-        if row.status == "no_effect" and row.snapshot_id is not None
-    }

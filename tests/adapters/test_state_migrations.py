@@ -36,7 +36,7 @@ from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.exceptions import ConfigurationError
 from icepack_dagster.store import (
-    history_store,
+    history_tables,
     manifest_store,
     schema_migrations,
     state_database,
@@ -227,7 +227,7 @@ def test_icepack_state_upgrade_adopts_an_old_database_once(url: str, tmp_path: P
 def test_the_newest_revision_builds_exactly_the_tables_the_stores_query(url: str) -> None:
     state_database.upgrade_state_database(url)
     stores = MetaData()
-    for module in (history_store, manifest_store, table_lease):
+    for module in (history_tables, manifest_store, table_lease):
         for table in module._metadata.tables.values():
             table.to_metadata(stores)
     engine = create_engine(url)
@@ -257,7 +257,7 @@ def test_a_database_from_before_alembic_keeps_its_newer_tables_rows(url: str) ->
     """icepack releases between the baseline and migrations created every table on first use and kept
     a version row of their own: their leases and predictions survive, their version table goes."""
     engine = create_engine(url)
-    for module in (history_store, table_lease):
+    for module in (history_tables, table_lease):
         module._metadata.create_all(engine)
     with engine.begin() as connection:
         connection.execute(
