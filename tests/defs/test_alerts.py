@@ -7,12 +7,8 @@ webhook URL (it carries a token) appears in no result, cursor, skip reason or lo
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import dagster as dg
 import pytest
@@ -27,43 +23,15 @@ from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import discover, evaluate_sensor, record_failures, small_file_table
 from tests.factories import settings_with_platform
+from tests.webhook_server import TOKEN, Webhook, running_webhook
 
 SENSOR = "alert_sensor"
-TOKEN = "T0ALERTS/B0ALERTS/s3cr3tW3bh00kT0ken"
-
-
-class Webhook:
-    """A local HTTP server that keeps every JSON body POSTed to it and answers `status`."""
-
-    def __init__(self) -> None:
-        self.received: list[dict[str, Any]] = []
-        self.status = 200
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if hook.status == 200:
-                    hook.received.append(json.loads(body))
-                self.send_response(hook.status)
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/{TOKEN}"
 
 
 @pytest.fixture
 def webhook() -> Iterator[Webhook]:
-    hook = Webhook()
-    thread = threading.Thread(target=hook.server.serve_forever, daemon=True)
-    thread.start()
-    yield hook
-    hook.server.shutdown()
-    hook.server.server_close()
+    with running_webhook() as hook:
+        yield hook
 
 
 def _defs(settings: IcepackSettings, platform: PlatformSettings, url: str | None) -> dg.Definitions:

@@ -7,6 +7,13 @@ unreachable catalog) and a maintenance run that really fails on Spark all run on
 PostgreSQL storage. Then every run record (tags, config), every event of every run (messages,
 metadata, errors), every sensor result, the compute logs Dagster captured, a dump of Dagster's whole
 database, and the Python log records are searched for each secret: none may appear.
+
+The alert path: a real `dagster-daemon` (production YAML, PostgreSQL storage) ticks the alert sensor,
+its webhook URL (carrying a token) and the state database URL (carrying a password) given to the code
+location only as environment variables, as the Kubernetes Secret gives them; a table failing its
+maintenance makes it post a warning to a local webhook. Then the sensor's ticks and cursor, the tick
+logs the daemon captured, the daemon's own output, every file of its DAGSTER_HOME and a dump of
+Dagster's database are searched for the token and the password.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import logging
 import subprocess
 from pathlib import Path
+from urllib.parse import quote
 
 import dagster as dg
 import pytest
@@ -31,12 +39,22 @@ from tests.defs.dagster_testkit import (
     evaluate_sensor,
     execute_run_request,
     latest_health,
+    record_failures,
     run_health_sync,
     small_file_table,
 )
 from tests.factories import settings_with_platform
-from tests.platform_safety.platform_testkit import ONLY_COMPACTION
+from tests.platform_safety.platform_testkit import (
+    ONLY_COMPACTION,
+    code_location_settings,
+    pg_env,
+    wait_until,
+    write_code_location,
+    write_dagster_home,
+)
+from tests.processes import DagsterDaemon
 from tests.tables_testkit import table_fingerprint
+from tests.webhook_server import TOKEN, running_webhook
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
 
@@ -69,8 +87,23 @@ def _secret_settings(settings: IcepackSettings, namespace: str, database: str) -
     )
 
 
-def _leaks(text: str) -> list[str]:
-    return [secret for secret in SECRETS if secret in text]
+def _leaks(text: str, secrets: tuple[str, ...] = SECRETS) -> list[str]:
+    return [secret for secret in secrets if secret in text]
+
+
+def _pg_dump(database: str) -> str:
+    dump = subprocess.run(
+        ["pg_dump", "-h", PG_HOST, "-p", str(PG_PORT), "-U", PG_USER, "--no-owner", database],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return dump.stdout
+
+
+def _files(root: Path) -> dict[str, str]:
+    return {str(p): p.read_bytes().decode("utf-8", "replace") for p in root.rglob("*") if p.is_file()}
 
 
 def test_no_secret_in_runs_events_logs_or_storage(
@@ -124,21 +157,83 @@ def test_no_secret_in_runs_events_logs_or_storage(
         corpus[f"events of {run.run_id}"] = "\n".join(
             dg.serialize_value(entry) for entry in instance.all_logs(run.run_id)
         )
-    for path in Path(instance.root_directory).rglob("*"):
-        if path.is_file():
-            corpus[str(path)] = path.read_bytes().decode("utf-8", "replace")
-    dump = subprocess.run(
-        ["pg_dump", "-h", PG_HOST, "-p", str(PG_PORT), "-U", PG_USER, "--no-owner", dagster_database],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    corpus["pg_dump of Dagster's database"] = dump.stdout
+    corpus |= _files(Path(instance.root_directory))
+    corpus["pg_dump of Dagster's database"] = _pg_dump(dagster_database)
     corpus["python log records"] = "\n".join(r.getMessage() for r in caplog.records)
 
     everything = "\n".join(corpus.values())
     assert len(corpus) > 10 and "Spark SQL override" in everything and "polaris" in everything
     assert "compute_logs" in " ".join(corpus), "no compute log was captured: nothing to search"
     leaked = {where: _leaks(text) for where, text in corpus.items() if _leaks(text)}
+    assert not leaked, f"secrets leaked into: {leaked}"
+
+
+ALERT_ONLY = """
+import dagster as dg
+
+from icepack_dagster.definitions import ASSETS, JOBS
+from icepack_dagster.defs.alerts.alert_sensor import build_alert_sensor
+from icepack_dagster.defs.resources import build_resources
+
+defs = dg.Definitions(
+    assets=list(ASSETS),
+    jobs=list(JOBS),
+    sensors=[build_alert_sensor(SETTINGS.platform)],
+    resources=build_resources(SETTINGS),
+)
+"""
+
+
+def test_no_secret_in_the_alert_sensors_ticks_logs_or_storage(
+    settings: IcepackSettings,
+    namespace: str,
+    dagster_database: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state_url = f"postgresql+psycopg2://{PG_USER}:{quote(STATE_PASSWORD)}@{PG_HOST}:{PG_PORT}/{dagster_database}"
+    secrets = (TOKEN, STATE_PASSWORD)
+    table = f"lake.{namespace}.failing"
+    record_failures(settings.model_copy(update={"state_url": SecretStr(state_url)}), table, times=1)
+    home = write_dagster_home(tmp_path)
+    env = pg_env(dagster_database)
+    for name, value in {**env, "DAGSTER_HOME": str(home)}.items():
+        monkeypatch.setenv(name, value)
+    instance = dg.DagsterInstance.get()
+    instance.add_dynamic_partitions(PARTITIONS_NAME, [table])
+    workspace = write_code_location(tmp_path, "alert_only", ALERT_ONLY, code_location_settings(settings))
+
+    with running_webhook() as webhook:
+        daemon_env = {
+            **env,
+            "ICEPACK_STATE_URL": state_url,
+            "ICEPACK_PLATFORM_ALERT_WEBHOOK_URL": webhook.url,
+            "ICEPACK_PLATFORM_ALERT_FAILING_AFTER": "1",
+        }
+        daemon = DagsterDaemon(home, workspace, daemon_env, tmp_path / "daemon.log")
+        try:
+            daemon.start()
+            wait_until(lambda: webhook.received, "the alert sensor to post the failing table's alert")
+            wait_until(
+                lambda: any("alert posted" in text for text in _files(home).values()),
+                "the daemon to store the alert tick's log",
+            )
+        except AssertionError as error:
+            raise AssertionError(f"{error}\ndaemon log tail:\n{daemon.tail()}") from None
+        finally:
+            daemon.stop()
+
+    (alert,) = webhook.received
+    assert table in alert["text"] and "disk full" in alert["text"]
+    corpus: dict[str, str] = {"alert posted": repr(alert), "daemon output": daemon.log.read_text()}
+    for sensor in instance.all_instigator_state():
+        corpus[f"sensor state {sensor.instigator_name}"] = dg.serialize_value(sensor)
+        for tick in instance.get_ticks(sensor.instigator_origin_id, sensor.selector_id):
+            corpus[f"tick {tick.tick_id}"] = dg.serialize_value(tick)
+    corpus |= _files(home)
+    corpus["pg_dump of Dagster's database"] = _pg_dump(dagster_database)
+
+    assert any(name.startswith("tick ") for name in corpus), "no alert sensor tick to search"
+    assert "alert posted: failing" in "\n".join(corpus.values())
+    leaked = {where: _leaks(text, secrets) for where, text in corpus.items() if _leaks(text, secrets)}
     assert not leaked, f"secrets leaked into: {leaked}"
