@@ -136,8 +136,8 @@ def test_service_accounts_match_release_and_sizing() -> None:
 
 def test_pods_that_mount_a_token_are_the_documented_ones() -> None:
     """Webserver and daemon launch runs (their token is bound to the launcher Role); the chart always
-    mounts one in the code server too, whose account is bound to nothing, and in its storage migration
-    Job, which runs as the webserver's account (docs/SECURITY.md, docs/KUBERNETES.md)."""
+    mounts one in the code server too, whose account is bound to nothing. The storage migration hook
+    Job calls no Kubernetes API and mounts none (docs/SECURITY.md, docs/KUBERNETES.md)."""
     pods = helm_chart.render(*PROD).pod_templates()
     mounting = {name: pod["spec"]["serviceAccountName"] for name, pod in pods.items()
                 if pod["spec"].get("automountServiceAccountToken", True)}
@@ -146,7 +146,6 @@ def test_pods_that_mount_a_token_are_the_documented_ones() -> None:
         "icepack-dagster-webserver-read-only": "icepack-dagster",
         "icepack-dagster-daemon": "icepack-dagster",
         "icepack-dagster-user-deployments-icepack": "icepack-user-code",
-        "icepack-dagster-webserver-instance-migrate": "icepack-dagster",
     }
 
 

@@ -1,7 +1,9 @@
 """Contract: the production release keeps what operations need, as the official chart renders it from
 deploy/helm/values.yaml + values-prod.yaml: tick retention the daemon applies, run logs kept in S3 after
 the run pod is gone (Dagster's S3ComputeLogManager, its bucket an environment reference every pod that
-reads the instance receives from a Secret), and the chart's migration Job for Dagster's storage. The
+reads the instance receives from a Secret), and the migration of Dagster's storage as a Helm hook Job
+that runs after the install and before every upgrade, as the chart's own Job would but ahead of the new
+pods and with nothing to delete by hand. The
 rendered dagster.yaml builds in Dagster, and its compute log manager, pointed at moto's S3, reads back a
 captured log from a fresh manager with an empty local directory (the pod that wrote it is gone)."""
 
@@ -50,16 +52,41 @@ def test_run_logs_go_to_s3_named_by_an_environment_reference(rendered: helm_char
     assert LOG_SECRET in rendered.container_context()["k8s"]["env_secrets"], "run pods upload the logs"
 
 
-def test_upgrades_run_the_charts_storage_migration(rendered: helm_chart.Rendered) -> None:
-    job = rendered.get("Job", "icepack-dagster-webserver-instance-migrate")
+def _env_sources(container: dict[str, Any]) -> list[dict[str, Any]]:
+    return sorted(container.get("envFrom", []), key=repr)
+
+
+def test_upgrades_migrate_dagsters_storage_in_a_hook_before_the_new_pods(
+    rendered: helm_chart.Rendered,
+) -> None:
+    assert not [job for job in rendered.of_kind("Job") if job["metadata"]["name"].endswith(
+        "webserver-instance-migrate")], "the chart's own Job would need deleting before each upgrade"
+    job = rendered.get("Job", "icepack-dagster-instance-migrate")
+    annotations = job["metadata"]["annotations"]
+    assert annotations["helm.sh/hook"].split(",") == ["post-install", "pre-upgrade"]
+    assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation"
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert (container["command"], container["args"]) == (["dagster"], ["instance", "migrate"])
-    webserver = rendered.pod_templates()["icepack-dagster-webserver"]["spec"]["containers"][0]
+    webserver_pod = rendered.pod_templates()["icepack-dagster-webserver"]["spec"]
+    webserver = webserver_pod["containers"][0]
     assert container["image"] == webserver["image"]
     assert container["image"].endswith(":1.13.27"), "migrate with the Dagster release the pods run"
-    mounted = {m["mountPath"] for m in container["volumeMounts"]}
-    assert "/opt/dagster/dagster_home/dagster.yaml" in mounted, "it migrates the release's own instance"
+    assert _env_sources(container) == _env_sources(webserver), "it reads the instance as the webserver"
+    password = next(e for e in webserver["env"] if e["name"] == "DAGSTER_PG_PASSWORD")
+    assert container["env"] == [password]
+    assert (pod["securityContext"], container["securityContext"]) == (
+        webserver_pod["securityContext"], webserver["securityContext"])
+    assert pod["serviceAccountName"] == webserver_pod["serviceAccountName"]
+    assert pod["automountServiceAccountToken"] is False, "dagster instance migrate calls no Kubernetes API"
+    (mount,) = container["volumeMounts"]
+    (volume,) = pod["volumes"]
+    assert mount["mountPath"] == "/opt/dagster/dagster_home/dagster.yaml" and volume["name"] == mount["name"]
+    assert rendered.get("ConfigMap", volume["configMap"]["name"]) is rendered.get(
+        "ConfigMap", "icepack-dagster-instance"), "it migrates the release's own instance"
+    for source in container["envFrom"]:
+        if "configMapRef" in source:
+            rendered.get("ConfigMap", source["configMapRef"]["name"])
 
 
 def _point_at(config: dict[str, Any], endpoint: str, local_dir: Path) -> dict[str, Any]:
