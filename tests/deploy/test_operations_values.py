@@ -71,7 +71,7 @@ def test_upgrades_migrate_dagsters_storage_in_a_hook_before_the_new_pods(
     webserver_pod = rendered.pod_templates()["icepack-dagster-webserver"]["spec"]
     webserver = webserver_pod["containers"][0]
     assert container["image"] == webserver["image"]
-    assert container["image"].endswith(":1.13.27"), "migrate with the Dagster release the pods run"
+    assert container["image"] == rendered.image(), "migrate with the Dagster the icepack image pins"
     assert _env_sources(container) == _env_sources(webserver), "it reads the instance as the webserver"
     password = next(e for e in webserver["env"] if e["name"] == "DAGSTER_PG_PASSWORD")
     assert container["env"] == [password]
