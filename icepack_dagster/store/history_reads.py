@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import case, func, or_, select, true
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy import ColumnElement, Select, Subquery, case, func, or_, select, true
+from sqlalchemy.engine import Connection
 
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.history import TableHistory
@@ -28,7 +28,7 @@ from icepack_dagster.store.history_tables import (
     maintenance_runs,
 )
 
-_Rows = Sequence[Row[Any]]
+_Rows = Sequence[Any]  # SQLAlchemy rows, read by column name
 # Up to this many tables the fleet read names them (an IN list); beyond it, it reads every table's rows
 # and keeps the ones asked for, which is cheaper than a parameter list of thousands.
 _NAMED_TABLES_MAX = 500
@@ -77,11 +77,11 @@ def fleet_histories(connection: Connection, quarantine_after: Mapping[str, int])
     }
 
 
-def _of(column, tables: list[str] | None):  # type: ignore[no-untyped-def]
+def _of(column: ColumnElement[Any], tables: list[str] | None) -> ColumnElement[bool]:
     return column.in_(tables) if tables is not None else true()
 
 
-def _deciding_runs(tables: list[str] | None):  # type: ignore[no-untyped-def]
+def _deciding_runs(tables: list[str] | None) -> Select[Any]:
     """Per table, its newest runs (newest first, at most FAILURE_LOOKBACK) up to and including the first
     that is not a failure and the first that is not a release: all `_judge` reads of them."""
     c = maintenance_runs.c
@@ -113,11 +113,11 @@ def _deciding_runs(tables: list[str] | None):  # type: ignore[no-untyped-def]
     )
 
 
-def _rank_if(ranked, condition):  # type: ignore[no-untyped-def]
+def _rank_if(ranked: Subquery, condition: ColumnElement[bool]) -> ColumnElement[Any]:
     return case((condition, ranked.c.rank))
 
 
-def _last_successes(tables: list[str] | None):  # type: ignore[no-untyped-def]
+def _last_successes(tables: list[str] | None) -> Select[Any]:
     c = action_runs.c
     return (
         select(c.table_key, c.action, func.max(c.finished_at).label("finished_at"))
@@ -126,7 +126,7 @@ def _last_successes(tables: list[str] | None):  # type: ignore[no-untyped-def]
     )
 
 
-def _newest_predictions(tables: list[str] | None):  # type: ignore[no-untyped-def]
+def _newest_predictions(tables: list[str] | None) -> Select[Any]:
     """Per table and action its newest prediction, if it is among the table's newest FAILURE_LOOKBACK."""
     c = action_predictions.c
     ranked = select(
@@ -168,7 +168,7 @@ def _judge(
 
 def _no_effect_on(latest: _Rows) -> dict[MaintenanceAction, int]:
     """Per action, the snapshot its newest prediction was made on, when that run had no effect."""
-    newest: dict[str, Row[Any]] = {}
+    newest: dict[str, Any] = {}
     for row in latest:
         newest.setdefault(row.action, row)
     return {
