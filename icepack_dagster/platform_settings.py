@@ -103,7 +103,7 @@ class PlatformSettings(BaseModel):
         default=300,
         ge=30,
         description="How often the alert sensor looks: each look reads every table's maintenance history "
-        "(a few queries per table), so it runs less often than the maintenance sensor",
+        "(one fleet-wide read) and latest status, so it runs less often than the maintenance sensor",
     )
 
     housekeeping_cron: str = Field(
