@@ -30,8 +30,9 @@ def table_histories(
     statuses = latest_per_partition(instance, TABLE_STATUS, list(partitions))
     policies: dict[TableKey, Policy] = {}
     for partition in partitions:
+        key = table_key(partition)
         status = decode_status(metadata_of(statuses[partition])) if partition in statuses else None
-        policies[table_key(partition)] = _policy(engine, table_key(partition), status)
+        policies[key] = _policy(engine, key, status)
     histories = engine.histories(policies)
     for partition in partitions:
         key = table_key(partition)
