@@ -1,4 +1,5 @@
-"""Contract: the icepack image's Dockerfile (every Dagster process runs the image) passes hadolint with no finding and keeps our image policy.
+"""Contract: the icepack image's Dockerfile (every Dagster process runs the image) passes hadolint with
+no finding and keeps our image policy.
 
 Policy: a pinned (tagged, never `latest`) python:3.11-slim-bookworm base; Java 17 and the Debian JDBC
 drivers; `pip install .`, whose pyproject.toml pins every package a Dagster process of the release
