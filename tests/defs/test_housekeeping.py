@@ -21,7 +21,8 @@ import time_machine
 from pydantic import SecretStr, ValidationError
 
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.housekeeping.job import HISTORY_ROWS_PRUNED, RUNS_DELETED, RUNS_LEFT
+from icepack_dagster.defs.housekeeping.job import HISTORY_ROWS_PRUNED, MORE_RUNS_LEFT, RUNS_DELETED
+from icepack_dagster.defs.housekeeping.run_retention import delete_finished_runs
 from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.engine import Engine
@@ -55,7 +56,7 @@ def _days_ago(days: float) -> time_machine.travel:
     return time_machine.travel(datetime.now(UTC) - timedelta(days=days), tick=True)
 
 
-def _housekeeping(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[str, int]:
+def _housekeeping(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[str, int | bool]:
     """One tick of the schedule, its run request executed as the daemon's run would; the op's counts."""
     schedule = defs.resolve_schedule_def("housekeeping_schedule")
     with dg.build_schedule_context(instance=instance) as context:
@@ -65,7 +66,7 @@ def _housekeeping(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[st
     assert result.success
     (output,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_OUTPUT]
     metadata = output.step_output_data.metadata
-    return {key: metadata[key].value for key in (RUNS_DELETED, RUNS_LEFT, HISTORY_ROWS_PRUNED)}
+    return {key: metadata[key].value for key in (RUNS_DELETED, MORE_RUNS_LEFT, HISTORY_ROWS_PRUNED)}
 
 
 def _unfinished_run(instance: dg.DagsterInstance, job: dg.JobDefinition, event_type: str) -> str:
@@ -103,7 +104,7 @@ def test_old_finished_runs_go_with_their_events_unfinished_and_recent_stay(
 
     counts = _housekeeping(defs, instance)
 
-    assert counts[RUNS_DELETED] == len(old) and counts[RUNS_LEFT] == 0
+    assert counts[RUNS_DELETED] == len(old) and counts[MORE_RUNS_LEFT] is False
     for run_id in old:
         assert instance.get_run_by_id(run_id) is None
         assert instance.all_logs(run_id) == [], f"run {run_id} was deleted but its events stayed"
@@ -111,6 +112,21 @@ def test_old_finished_runs_go_with_their_events_unfinished_and_recent_stay(
         assert instance.get_run_by_id(run_id) is not None, f"run {run_id} was deleted"
     assert instance.all_logs(recent_failed)
     assert _housekeeping(defs, instance)[RUNS_DELETED] == 0
+
+
+def test_a_bounded_pass_says_more_is_left_and_the_next_pass_takes_it(
+    own_settings: IcepackSettings, instance: dg.DagsterInstance
+) -> None:
+    defs = build_definitions(own_settings)
+    with _days_ago(45):
+        old = [_failed_release(defs, instance) for _ in range(3)]
+    cutoff = datetime.now(UTC) - timedelta(days=RETENTION_DAYS)
+
+    first = delete_finished_runs(instance, cutoff, max_deleted=2)
+    assert (first.deleted, first.more_left) == (2, True)
+    assert [run_id for run_id in old if instance.get_run_by_id(run_id)] == old[2:], "not oldest first"
+    second = delete_finished_runs(instance, cutoff, max_deleted=2)
+    assert (second.deleted, second.more_left) == (1, False)
 
 
 def _maintenance(table: str, days_ago: int, status: str) -> MaintenanceReport:

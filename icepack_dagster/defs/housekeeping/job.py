@@ -12,7 +12,7 @@ from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import observation_tags
 
 RUNS_DELETED = "runs_deleted"
-RUNS_LEFT = "expired_runs_left"
+MORE_RUNS_LEFT = "expired_runs_left"
 HISTORY_ROWS_PRUNED = "history_rows_pruned"
 
 
@@ -23,7 +23,7 @@ def delete_old_runs_and_history(context: dg.OpExecutionContext, icepack: Icepack
     runs = delete_finished_runs(context.instance, now - timedelta(days=settings.platform.run_retention_days))
     context.log.info(
         f"deleted {runs.deleted} finished run(s) last updated before {runs.cutoff.isoformat()}; "
-        f"{runs.left} left for the next housekeeping"
+        + ("more are left for the next housekeeping" if runs.more_left else "none is left")
     )
     pruned = icepack.engine.prune_history(now)
     days = settings.history_retention_days
@@ -32,7 +32,7 @@ def delete_old_runs_and_history(context: dg.OpExecutionContext, icepack: Icepack
         None,
         metadata={
             RUNS_DELETED: dg.MetadataValue.int(runs.deleted),
-            RUNS_LEFT: dg.MetadataValue.int(runs.left),
+            MORE_RUNS_LEFT: dg.MetadataValue.bool(runs.more_left),
             HISTORY_ROWS_PRUNED: dg.MetadataValue.int(pruned),
             "run_cutoff": dg.MetadataValue.text(runs.cutoff.isoformat()),
         },

@@ -22,13 +22,14 @@ MAX_RUNS_DELETED = 20_000
 
 
 class RunRetentionResult(BaseModel):
-    """What one pass deleted, and how many finished runs older than the cutoff are left."""
+    """What one pass deleted, and whether finished runs older than the cutoff are left (past the bound
+    of one pass, or runs the storage did not delete)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     cutoff: datetime
     deleted: int
-    left: int
+    more_left: bool
 
 
 def _expired(cutoff: datetime) -> dg.RunsFilter:
@@ -39,9 +40,9 @@ def delete_finished_runs(
     instance: dg.DagsterInstance, cutoff: datetime, max_deleted: int = MAX_RUNS_DELETED
 ) -> RunRetentionResult:
     """Delete finished runs last updated before `cutoff` (each with its event log), at most
-    `max_deleted`, oldest first. What it reports as deleted is what the storage no longer counts, so a
+    `max_deleted`, oldest first. A run counts as deleted once the storage no longer finds it, so a
     delete that did nothing is never reported as done."""
-    before = instance.get_runs_count(filters=_expired(cutoff))
+    deleted = 0
     attempted: set[str] = set()
     while len(attempted) < max_deleted:
         page = instance.get_run_records(
@@ -52,9 +53,11 @@ def delete_finished_runs(
         )
         run_ids = [record.dagster_run.run_id for record in page]
         if not run_ids or attempted.intersection(run_ids):
-            break  # nothing left, or a run the storage did not delete: `left` shows it
+            break  # nothing left, or a run the storage did not delete: `more_left` says so
         for run_id in run_ids:
             instance.delete_run(run_id)
         attempted.update(run_ids)
-    left = instance.get_runs_count(filters=_expired(cutoff))
-    return RunRetentionResult(cutoff=cutoff, deleted=max(before - left, 0), left=left)
+        kept = instance.get_run_records(filters=dg.RunsFilter(run_ids=run_ids))
+        deleted += len(run_ids) - len(kept)
+    more_left = bool(instance.get_run_records(filters=_expired(cutoff), limit=1))
+    return RunRetentionResult(cutoff=cutoff, deleted=deleted, more_left=more_left)
