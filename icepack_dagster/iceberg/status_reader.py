@@ -161,7 +161,7 @@ def snapshot_ages(span: tuple[int, int] | None, now: datetime) -> tuple[float | 
 
 
 def metadata_facts(table: Table, name: str, now: datetime) -> dict[str, Any]:
-    """The status fields the metadata file alone determines, the same for full and light status."""
+    """The status fields the metadata file alone determines (no manifest read)."""
     metadata = table.metadata
     snapshot = table.current_snapshot()
     oldest, newest = snapshot_ages(snapshot_span(metadata), now)
