@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import _tables  # noqa: E402
 from bench._fixtures import Bench, arguments, machine, ratio, table, timed  # noqa: E402
-from icepack_dagster.iceberg.manifest_reader import ManifestCache  # noqa: E402
+from icepack_dagster.iceberg.manifest_cache import ManifestCache  # noqa: E402
 from icepack_dagster.iceberg.status_reader import read_status  # noqa: E402
 from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker  # noqa: E402
 from icepack_dagster.store.manifest_store import ManifestSummaryStore  # noqa: E402

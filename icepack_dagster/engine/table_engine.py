@@ -27,7 +27,7 @@ from icepack_dagster.engine.maintenance_run import Progress, run_maintenance, ut
 from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables
-from icepack_dagster.iceberg.manifest_reader import ManifestCache
+from icepack_dagster.iceberg.manifest_cache import ManifestCache
 from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files

@@ -24,18 +24,14 @@ from sqlalchemy import select, tuple_
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from icepack_dagster.domain.file_size_limits import file_size_limits
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import CatalogUnavailableError, IcepackError, TableNotFoundError
 from icepack_dagster.iceberg.catalogs import load_table
-from icepack_dagster.iceberg.manifest_reader import ManifestCache
-from icepack_dagster.iceberg.status_reader import (
-    file_size_limits,
-    read_status,
-    snapshot_ages,
-    snapshot_span,
-)
+from icepack_dagster.iceberg.manifest_cache import ManifestCache
+from icepack_dagster.iceberg.status_reader import read_status, snapshot_ages, snapshot_span
 
 _CHUNK = 500
 

@@ -28,18 +28,16 @@ from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.iceberg import manifest_entries
 from icepack_dagster.iceberg.avro_walk import decode_long
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.iceberg.manifest_cache import ManifestCache
 from icepack_dagster.iceberg.manifest_entries import ManifestEntries
-from icepack_dagster.iceberg.manifest_reader import (
+from icepack_dagster.iceberg.manifest_reader import ManifestRef, read_manifest_list, summarize_manifest
+from icepack_dagster.iceberg.manifest_summary import (
     SIZE_BUCKET_BOUNDS,
-    ManifestCache,
-    ManifestRef,
     ManifestSummary,
     PartitionFiles,
     json_safe,
     large_file_threshold,
     partition_id,
-    read_manifest_list,
-    summarize_manifest,
 )
 from icepack_dagster.iceberg.status_reader import read_status
 from tests.adapters.test_status_reader import _table, assert_matches_spark
