@@ -25,7 +25,7 @@ from pyiceberg.table import Table
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.iceberg import manifest_entries
+from icepack_dagster.iceberg import entry_patterns, manifest_entries
 from icepack_dagster.iceberg.avro_walk import decode_long
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.manifest_cache import ManifestCache
@@ -288,7 +288,7 @@ def test_generated_manifests_decode_exactly(
 
     assert summarize_manifest(io, ref, 1 << 20) == reference(io, ref, 1 << 20)
     bounds = [*(data_file["lower_bounds"] or ()), *(data_file["upper_bounds"] or ())]
-    if all(len(bound["value"]) < manifest_entries._LONG_LIMIT for bound in bounds):
+    if all(len(bound["value"]) < entry_patterns.LONG_LIMIT for bound in bounds):
         assert len(patterns_always) <= len(others) + 4  # the copies share a pattern or two
     # (a bound of 1024 bytes or more inside an array has no pattern: such entries are decoded exactly)
     assert decoded(path) == decoded_by_fastavro(path)
