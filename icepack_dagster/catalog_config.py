@@ -162,23 +162,7 @@ def spark_catalog_conf(name: str, catalog: CatalogSettings, settings: IcepackSet
                 conf[f"{prefix}.io-impl"] = RESOLVING_FILE_IO
                 conf |= _s3_spark_conf(prefix, catalog.s3)
         case RestCatalogSettings():
-            conf |= {
-                f"{prefix}.type": "rest",
-                f"{prefix}.uri": catalog.uri,
-                f"{prefix}.warehouse": catalog.warehouse,
-            }
-            if catalog.client_id and catalog.client_secret is not None:
-                conf[f"{prefix}.credential"] = (
-                    f"{catalog.client_id}:{catalog.client_secret.get_secret_value()}"
-                )
-                conf[f"{prefix}.scope"] = catalog.scope
-            if catalog.oauth2_server_uri:
-                conf[f"{prefix}.oauth2-server-uri"] = catalog.oauth2_server_uri
-            if catalog.vended_credentials:
-                conf[f"{prefix}.{DELEGATION_HEADER}"] = "vended-credentials"
-            if catalog.s3 is not None:
-                conf[f"{prefix}.io-impl"] = RESOLVING_FILE_IO
-                conf |= _s3_spark_conf(prefix, catalog.s3)
+            conf |= _rest_spark_conf(prefix, catalog)
         case GlueCatalogSettings():
             conf |= {
                 f"{prefix}.type": "glue",
@@ -192,6 +176,22 @@ def spark_catalog_conf(name: str, catalog: CatalogSettings, settings: IcepackSet
             if catalog.endpoint:
                 conf[f"{prefix}.glue.endpoint"] = catalog.endpoint
             conf |= _s3_spark_conf(prefix, catalog.s3)
+    return conf
+
+
+def _rest_spark_conf(prefix: str, catalog: RestCatalogSettings) -> dict[str, str]:
+    """A REST catalog's Spark settings: endpoint, OAuth2 client credentials, vended credentials."""
+    conf = {f"{prefix}.type": "rest", f"{prefix}.uri": catalog.uri, f"{prefix}.warehouse": catalog.warehouse}
+    if catalog.client_id and catalog.client_secret is not None:
+        conf[f"{prefix}.credential"] = f"{catalog.client_id}:{catalog.client_secret.get_secret_value()}"
+        conf[f"{prefix}.scope"] = catalog.scope
+    if catalog.oauth2_server_uri:
+        conf[f"{prefix}.oauth2-server-uri"] = catalog.oauth2_server_uri
+    if catalog.vended_credentials:
+        conf[f"{prefix}.{DELEGATION_HEADER}"] = "vended-credentials"
+    if catalog.s3 is not None:
+        conf[f"{prefix}.io-impl"] = RESOLVING_FILE_IO
+        conf |= _s3_spark_conf(prefix, catalog.s3)
     return conf
 
 

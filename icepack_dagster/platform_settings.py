@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from icepack_dagster.domain.run_sizing import SizingPolicy, SizingTier
+from icepack_dagster.domain.sizing_tiers import SizingPolicy, SizingTier
 
 
 class PlatformSettings(BaseModel):

@@ -31,7 +31,7 @@ class TableStatus(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    depth: Literal["full"] = Field(default="full", description="Every entry read (light: see LightStatus)")
+    depth: Literal["full"] = Field(default="full", description="Every manifest entry read (the only depth)")
     table: str = Field(description="Table key text: catalog.namespace.table")
     collected_at: datetime
     metadata_location: str | None = Field(

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from collections.abc import Callable
 from typing import TypeVar
 
 import requests
 import sqlalchemy.exc
+from fastavro.read import SchemaResolutionError
 from pyiceberg.exceptions import ServerError, ServiceUnavailableError, TooManyRequestsError
+
+from icepack_dagster.exceptions import CatalogUnavailableError, IcepackError, MetadataReadError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -97,3 +101,31 @@ def with_retries(
             logger.info("transient failure (%s: %s); retrying in %.1f s", type(error).__name__, error, delay)
             sleep(delay)
     return call()
+
+
+# What a damaged or unreadable manifest raises: I/O, truncated or corrupt Avro, a schema that is no manifest.
+METADATA_READ_ERRORS = (
+    OSError, EOFError, ValueError, KeyError, TypeError, IndexError, zlib.error, SchemaResolutionError
+)
+
+
+def unreadable_metadata(table: str, what: str, error: Exception) -> IcepackError:
+    """The error to raise for a metadata file that could not be read, by what went wrong: storage that
+    kept failing transiently (deferred, not the table's fault), a missing or damaged file, or an error
+    that may be a bug in the decoder (said so, traceback logged)."""
+    cause = f"{type(error).__name__}: {error}"
+    if is_transient(error):
+        return CatalogUnavailableError(
+            f"table {table}: {what} could not be read: its storage kept failing ({cause}); nothing was "
+            "changed, and maintenance is deferred until the storage answers again"
+        )
+    if isinstance(error, KeyError | TypeError | IndexError):
+        logger.warning("unexpected error decoding %s of table %s", what, table, exc_info=error)
+        return MetadataReadError(
+            f"table {table}: {what} could not be decoded ({cause}); if the file is intact this is a bug "
+            "in icepack's manifest decoder (the traceback is in the log), otherwise the file is damaged"
+        )
+    hint = "check that the file exists and the table's storage is reachable" if isinstance(
+        error, OSError
+    ) else "the file is damaged or not an Iceberg manifest file"
+    return MetadataReadError(f"table {table}: {what} could not be read ({cause}); {hint}")

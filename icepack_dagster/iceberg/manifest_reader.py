@@ -1,32 +1,32 @@
-"""Manifest lists and manifests read straight from Avro, and a cache of per-manifest aggregates.
+"""Manifest lists and manifests read straight from Avro.
 
 The manifest list is one record per manifest, so fastavro reads it quickly enough; manifest entries are
 decoded by `manifest_entries` (fastavro is too slow on their column statistics). Entries are folded into
-a `ManifestSummary` one by one; nothing holds all entries of a table at once. Manifests are immutable
-once written, so a summary cached by path stays true for the table's lifetime.
+a `ManifestSummary` (`manifest_summary.py`) one by one; nothing holds all entries of a table at once.
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from bisect import bisect_right
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import fastavro
 from pyiceberg.io import FileIO
 
 from icepack_dagster.iceberg.avro_walk import decode_long, encode_long
 from icepack_dagster.iceberg.manifest_entries import ManifestEntries
-
-MiB = 1024 * 1024
-# Upper bounds of the file-size histogram buckets; the last bucket is unbounded.
-SIZE_BUCKET_BOUNDS = (1 * MiB, 8 * MiB, 32 * MiB, 128 * MiB, 512 * MiB)
-SIZE_BUCKET_LABELS = ("<1 MiB", "1-8 MiB", "8-32 MiB", "32-128 MiB", "128-512 MiB", ">=512 MiB")
+from icepack_dagster.iceberg.manifest_summary import (
+    EMPTY_SUMMARY,
+    SIZE_BUCKET_BOUNDS,
+    SIZE_BUCKET_LABELS,
+    ManifestSummary,
+    PartitionFiles,
+    json_safe,
+    large_file_threshold,
+    partition_id,
+)
 
 ENTRY_DELETED = 2
 CONTENT_DATA, CONTENT_POSITION_DELETES, CONTENT_EQUALITY_DELETES = 0, 1, 2
@@ -59,118 +59,6 @@ class ManifestRef:
     live_rows: int | None = None  # records in added + existing entries; None when the list leaves it out
     entries: int | None = None  # all entries, deleted ones included; None when unknown
     added_snapshot_id: int | None = None  # the snapshot that wrote the manifest (entries may inherit it)
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionFiles:
-    """One partition's live files in one manifest, as far as compaction planning needs them: its data
-    files outside the size range a rewrite leaves alone (small: below the small-file threshold; large:
-    above `large_file_threshold`), its delete files, and the snapshots that added any of them.
-    `values` are JSON-safe (bytes as a ("bytes", hex) pair)."""
-
-    values: tuple[Any, ...]
-    small_files: int = 0
-    small_bytes: int = 0
-    large_files: int = 0
-    large_bytes: int = 0
-    delete_files: int = 0
-    snapshot_ids: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestSummary:
-    """Aggregate of a manifest's live entries (status ADDED or EXISTING); deleted entries are ignored."""
-
-    data_files: int = 0
-    data_bytes: int = 0
-    records: int = 0
-    position_delete_files: int = 0
-    position_delete_records: int = 0
-    equality_delete_files: int = 0
-    equality_delete_records: int = 0
-    delete_bytes: int = 0
-    small_files: int = 0
-    small_bytes: int = 0
-    size_histogram: tuple[int, ...] = (0,) * len(SIZE_BUCKET_LABELS)
-    partitions: frozenset[int] = frozenset()  # `partition_id` of each distinct partition of live data files
-    partition_files: tuple[PartitionFiles, ...] = ()  # partitions with small, large or delete files
-
-
-EMPTY_SUMMARY = ManifestSummary()
-
-
-def partition_id(values: tuple[Any, ...]) -> int:
-    """A stable 64-bit identity of a partition's values: counting distinct partitions needs only
-    identities, which are small to keep and to store, and the same in every process."""
-    return int.from_bytes(hashlib.blake2b(repr(values).encode(), digest_size=8).digest(), "big")
-
-
-class SummaryStore(Protocol):
-    """Where summaries outlive the process (`state.manifest_store.ManifestSummaryStore`)."""
-
-    def get_many(self, paths: Sequence[str], small_threshold: int) -> dict[str, ManifestSummary]: ...
-
-    def put_many(self, small_threshold: int, summaries: Mapping[str, ManifestSummary]) -> None: ...
-
-
-class ManifestCache:
-    """Bounded LRU of `ManifestSummary` keyed by (manifest path, small-file threshold), in front of an
-    optional `store` that keeps summaries between processes.
-
-    Pass one instance to every `read_status` call that should share it; it is safe across threads.
-    `hits` and `misses` count lookups (a hit in memory or in the store; a miss must be decoded), and
-    `stored_hits` the hits the store answered, so callers can see how much decoding was saved.
-    """
-
-    def __init__(self, max_entries: int = 20_000, store: SummaryStore | None = None) -> None:
-        if max_entries < 1:
-            raise ValueError(f"ManifestCache max_entries must be at least 1, got {max_entries}")
-        self.max_entries = max_entries
-        self.store = store
-        self.hits = 0
-        self.misses = 0
-        self.stored_hits = 0
-        self._entries: OrderedDict[tuple[str, int], ManifestSummary] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, path: str, small_threshold: int) -> ManifestSummary | None:
-        return self.get_many([path], small_threshold)[0]
-
-    def get_many(self, paths: Sequence[str], small_threshold: int) -> list[ManifestSummary | None]:
-        """The summary of each path, or None where it must be decoded; one store query for all."""
-        with self._lock:
-            found = [self._entries.get((path, small_threshold)) for path in paths]
-        missing = [path for path, summary in zip(paths, found, strict=True) if summary is None]
-        stored = self.store.get_many(missing, small_threshold) if missing and self.store is not None else {}
-        found = [summary or stored.get(path) for path, summary in zip(paths, found, strict=True)]
-        with self._lock:
-            for path, summary in zip(paths, found, strict=True):
-                if summary is not None:
-                    self._remember(path, small_threshold, summary)
-            self.hits += sum(1 for summary in found if summary is not None)
-            self.misses += sum(1 for summary in found if summary is None)
-            self.stored_hits += len(stored)
-        return found
-
-    def put(self, path: str, small_threshold: int, summary: ManifestSummary) -> None:
-        self.put_many(small_threshold, {path: summary})
-
-    def put_many(self, small_threshold: int, summaries: Mapping[str, ManifestSummary]) -> None:
-        """Keep newly decoded summaries, in memory and in the store (one write for all)."""
-        with self._lock:
-            for path, summary in summaries.items():
-                self._remember(path, small_threshold, summary)
-        if self.store is not None and summaries:
-            self.store.put_many(small_threshold, summaries)
-
-    def _remember(self, path: str, small_threshold: int, summary: ManifestSummary) -> None:
-        self._entries[(path, small_threshold)] = summary
-        self._entries.move_to_end((path, small_threshold))
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
 
 def _read(io: FileIO, path: str) -> BytesIO:
@@ -224,17 +112,6 @@ _DELETED, _DATA, _POSITION = (
     encode_long(CONTENT_DATA),
     encode_long(CONTENT_POSITION_DELETES),
 )
-
-
-def large_file_threshold(small_threshold: int) -> int:
-    """Files above this are split by a rewrite: Iceberg's max-file-size-bytes default is 1.8 x target
-    and its min-file-size-bytes default (the small-file threshold) 0.75 x target, so 2.4 x small."""
-    return small_threshold * 12 // 5
-
-
-def json_safe(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Partition values as JSON can hold them: bytes (decimals, uuids, fixed, binary) as a tagged pair."""
-    return tuple(("bytes", v.hex()) if isinstance(v, bytes) else v for v in values)
 
 
 def _partition_files(

@@ -7,110 +7,35 @@ and their aggregates are reused through an optional `ManifestCache` shared betwe
 
 from __future__ import annotations
 
-import logging
-import zlib
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-from fastavro.read import SchemaResolutionError
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
+from icepack_dagster.domain.file_size_limits import file_size_limits
 from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.iceberg_properties import TARGET_FILE_SIZE_BYTES, iceberg_value
-from icepack_dagster.domain.partition_layout import (
-    PartitionCandidates,
-    PartitionField,
-    PartitionLayout,
-    PartitionSpecLayout,
-)
-from icepack_dagster.domain.property_text import parse_whole_number
 from icepack_dagster.domain.status import FileSizeBucket, TableStatus
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.exceptions import (
-    CatalogUnavailableError,
-    IcepackError,
-    InvalidPolicyError,
-    MetadataReadError,
-)
-from icepack_dagster.iceberg.catalog_errors import is_transient, with_retries
+from icepack_dagster.iceberg.catalog_errors import METADATA_READ_ERRORS, unreadable_metadata, with_retries
 from icepack_dagster.iceberg.catalogs import load_table
+from icepack_dagster.iceberg.manifest_cache import ManifestCache
 from icepack_dagster.iceberg.manifest_reader import (
     MANIFEST_CONTENT_DELETES,
-    SIZE_BUCKET_BOUNDS,
-    SIZE_BUCKET_LABELS,
-    ManifestCache,
     ManifestRef,
-    ManifestSummary,
-    large_file_threshold,
     read_manifest_list,
     summarize_manifest,
 )
-
-logger = logging.getLogger(__name__)
-
-SMALL_FILE_THRESHOLD_PROPERTY = "icepack.small-file-threshold-bytes"
-
-# What a damaged or unreadable manifest raises: I/O, truncated or corrupt Avro, a schema that is no manifest.
-METADATA_READ_ERRORS = (
-    OSError, EOFError, ValueError, KeyError, TypeError, IndexError, zlib.error, SchemaResolutionError
+from icepack_dagster.iceberg.manifest_summary import (
+    SIZE_BUCKET_BOUNDS,
+    SIZE_BUCKET_LABELS,
+    ManifestSummary,
 )
-
-
-def unreadable_metadata(table: str, what: str, error: Exception) -> IcepackError:
-    """The error to raise for a metadata file that could not be read, by what went wrong: storage that
-    kept failing transiently (deferred, not the table's fault), a missing or damaged file, or an error
-    that may be a bug in the decoder (said so, traceback logged)."""
-    cause = f"{type(error).__name__}: {error}"
-    if is_transient(error):
-        return CatalogUnavailableError(
-            f"table {table}: {what} could not be read: its storage kept failing ({cause}); nothing was "
-            "changed, and maintenance is deferred until the storage answers again"
-        )
-    if isinstance(error, KeyError | TypeError | IndexError):
-        logger.warning("unexpected error decoding %s of table %s", what, table, exc_info=error)
-        return MetadataReadError(
-            f"table {table}: {what} could not be decoded ({cause}); if the file is intact this is a bug "
-            "in icepack's manifest decoder (the traceback is in the log), otherwise the file is damaged"
-        )
-    hint = "check that the file exists and the table's storage is reachable" if isinstance(
-        error, OSError
-    ) else "the file is damaged or not an Iceberg manifest file"
-    return MetadataReadError(f"table {table}: {what} could not be read ({cause}); {hint}")
-
-
-def _positive(table: str, name: str, raw: str, value: int) -> int:
-    if value <= 0:
-        raise InvalidPolicyError(table, name, raw, "must be greater than zero")
-    return value
-
-
-def file_size_limits(
-    table: str, properties: Mapping[str, str], thresholds: HealthThresholds
-) -> tuple[int, int]:
-    """(target file size, small-file threshold) in bytes for a table, from its properties.
-
-    The target is `write.target-file-size-bytes` as Iceberg reads it (or Iceberg's default); the
-    threshold is `icepack.small-file-threshold-bytes` (plain ASCII digits, like every `icepack.*`
-    number) when set, else the default ratio of the target.
-    """
-    target = iceberg_value(properties, TARGET_FILE_SIZE_BYTES)
-    if target.error is not None:
-        raise InvalidPolicyError(table, TARGET_FILE_SIZE_BYTES, target.raw or "", target.error)
-    size = _positive(table, TARGET_FILE_SIZE_BYTES, target.raw or "", int(target.value))
-    raw = properties.get(SMALL_FILE_THRESHOLD_PROPERTY)
-    if raw is None:
-        return size, max(1, int(size * thresholds.small_file_default_ratio))
-    try:
-        small = parse_whole_number(raw.strip())
-    except ValueError as error:
-        raise InvalidPolicyError(table, SMALL_FILE_THRESHOLD_PROPERTY, raw, f"{error} (bytes)") from None
-    return size, _positive(table, SMALL_FILE_THRESHOLD_PROPERTY, raw, small)
+from icepack_dagster.iceberg.partition_layout_reader import partition_layout
 
 
 def _summaries(
@@ -161,7 +86,7 @@ def snapshot_ages(span: tuple[int, int] | None, now: datetime) -> tuple[float | 
 
 
 def metadata_facts(table: Table, name: str, now: datetime) -> dict[str, Any]:
-    """The status fields the metadata file alone determines, the same for full and light status."""
+    """The status fields the metadata file alone determines (no manifest read)."""
     metadata = table.metadata
     snapshot = table.current_snapshot()
     oldest, newest = snapshot_ages(snapshot_span(metadata), now)
@@ -198,67 +123,6 @@ def current_manifests(table: Table, name: str) -> list[ManifestRef]:
     except METADATA_READ_ERRORS as error:
         what = f"manifest list {snapshot.manifest_list} of snapshot {snapshot.snapshot_id}"
         raise unreadable_metadata(name, what, error) from error
-
-
-def _source(metadata: TableMetadata, source_id: int) -> tuple[str | None, str | None]:
-    """Name and type of a partition source column, from the newest schema that still has it."""
-    for schema in reversed(metadata.schemas):
-        try:
-            field = schema.find_field(source_id)
-        except ValueError:
-            continue
-        return schema.find_column_name(source_id), str(field.field_type)
-    return None, None
-
-
-def partition_layout(
-    metadata: TableMetadata, refs: list[ManifestRef], summaries: list[ManifestSummary], small: int
-) -> PartitionLayout:
-    """Rewrite candidates per (spec, partition) over all manifests, with each partition's last write."""
-    commit_ms = {snapshot.snapshot_id: snapshot.timestamp_ms for snapshot in metadata.snapshots}
-    merged: dict[tuple[int, tuple[Any, ...]], list[int]] = {}
-    for ref, summary in zip(refs, summaries, strict=True):
-        for files in summary.partition_files:
-            counts = merged.setdefault((ref.spec_id, files.values), [0] * 5 + [-1])
-            found = (files.small_files, files.small_bytes, files.large_files, files.large_bytes)
-            for index, value in enumerate((*found, files.delete_files)):
-                counts[index] += value
-            written = [commit_ms[s] for s in files.snapshot_ids if s in commit_ms]
-            counts[5] = max([counts[5], *written])
-    specs = tuple(
-        PartitionSpecLayout(
-            spec_id=spec.spec_id,
-            fields=tuple(
-                PartitionField(
-                    name=field.name,
-                    transform=str(field.transform),
-                    source_column=_source(metadata, field.source_id)[0],
-                    source_type=_source(metadata, field.source_id)[1],
-                )
-                for field in spec.fields
-            ),
-        )
-        for spec in metadata.partition_specs
-    )
-    candidates = tuple(
-        PartitionCandidates(
-            spec_id=spec_id,
-            values=values,
-            small_files=c[0],
-            small_bytes=c[1],
-            large_files=c[2],
-            large_bytes=c[3],
-            delete_files=c[4],
-            last_write_ms=c[5] if c[5] >= 0 else None,
-        )
-        for (spec_id, values), c in merged.items()
-    )
-    return PartitionLayout(
-        current_spec_id=metadata.default_spec_id,
-        specs=specs,
-        large_file_threshold_bytes=large_file_threshold(small),
-        candidates=candidates,
-    )
 
 
 def read_status(

@@ -24,21 +24,15 @@ from sqlalchemy import select, tuple_
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from icepack_dagster.domain.file_size_limits import file_size_limits
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import CatalogUnavailableError, IcepackError, TableNotFoundError
 from icepack_dagster.iceberg.catalogs import load_table
-from icepack_dagster.iceberg.light_status import LightStatus, StatusDepth, read_light_status
-from icepack_dagster.iceberg.manifest_reader import ManifestCache
-from icepack_dagster.iceberg.status_reader import (
-    file_size_limits,
-    read_status,
-    snapshot_ages,
-    snapshot_span,
-)
+from icepack_dagster.iceberg.manifest_cache import ManifestCache
+from icepack_dagster.iceberg.status_reader import read_status, snapshot_ages, snapshot_span
 
-AnyStatus = TableStatus | LightStatus
 _CHUNK = 500
 
 
@@ -72,7 +66,7 @@ class FleetRefresh(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    statuses: dict[str, AnyStatus] = Field(description="Table key text -> status")
+    statuses: dict[str, TableStatus] = Field(description="Table key text -> status")
     read: tuple[str, ...] = Field(description="Tables read: new, or their metadata file changed")
     unchanged: tuple[str, ...] = Field(description="Tables not read at all: same metadata file as before")
     failures: dict[str, str] = Field(default_factory=dict, description="Table key text -> error")
@@ -82,7 +76,7 @@ class _Known(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     metadata_location: str
-    status: AnyStatus
+    status: TableStatus
     snapshot_span: tuple[int, int] | None  # oldest and newest snapshot (ms), for ages at a later `now`
 
 
@@ -91,35 +85,26 @@ class _Outcome(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    status: AnyStatus | None = None
+    status: TableStatus | None = None
     known: _Known | None = None  # set when the table was read
     error: str | None = None
 
 
 class StatusTracker:
     """Statuses of many tables of one catalog, kept between refreshes (one tracker per catalog and
-    process; `refresh` is not reentrant). `depth` "full" reads changed tables with `read_status` and the
-    tracker's `ManifestCache`; "light" with `read_light_status`. `table_workers` tables are loaded and
-    read at once (object stores and REST catalogs are latency-bound); `workers` manifests per table."""
+    process; `refresh` is not reentrant). Changed tables are read with `read_status` and the tracker's
+    `ManifestCache`. `table_workers` tables are loaded and read at once (object stores and REST
+    catalogs are latency-bound); `workers` manifests per table."""
 
-    def __init__(
-        self,
-        depth: StatusDepth = "full",
-        cache: ManifestCache | None = None,
-        workers: int = 8,
-        table_workers: int = 1,
-    ) -> None:
-        if depth not in ("full", "light"):
-            raise ValueError(f"StatusTracker depth must be 'full' or 'light', got {depth!r}")
+    def __init__(self, cache: ManifestCache | None = None, workers: int = 8, table_workers: int = 1) -> None:
         if table_workers < 1:
             raise ValueError(f"StatusTracker table_workers must be at least 1, got {table_workers}")
-        self.depth = depth
         self.cache = cache if cache is not None else ManifestCache()
         self.workers = workers
         self.table_workers = table_workers
         self._known: dict[TableKey, _Known] = {}
 
-    def remember(self, key: TableKey, status: AnyStatus) -> None:
+    def remember(self, key: TableKey, status: TableStatus) -> None:
         """Take a status measured earlier (by another process) as known, so the table is not read again
         while its metadata file is the same. A status without its metadata file is ignored."""
         if status.metadata_location is None:
@@ -143,7 +128,7 @@ class StatusTracker:
             failed = {key.text: str(error) for key in keys}
             return FleetRefresh(statuses={}, read=(), unchanged=(), failures=failed)
         outcomes = self._outcomes(catalog, keys, thresholds, now, locations)
-        statuses: dict[str, AnyStatus] = {}
+        statuses: dict[str, TableStatus] = {}
         read: list[str] = []
         unchanged: list[str] = []
         failures: dict[str, str] = {}
@@ -213,13 +198,11 @@ class StatusTracker:
         )
         return _Outcome(status=status, known=known)
 
-    def _read(self, table: Table, key: TableKey, thresholds: HealthThresholds, now: datetime) -> AnyStatus:
-        if self.depth == "light":
-            return read_light_status(table, key, thresholds, now)
+    def _read(self, table: Table, key: TableKey, thresholds: HealthThresholds, now: datetime) -> TableStatus:
         return read_status(table, key, thresholds, now, self.workers, self.cache)
 
 
-def _same_limits(key: TableKey, status: AnyStatus, thresholds: HealthThresholds) -> bool:
+def _same_limits(key: TableKey, status: TableStatus, thresholds: HealthThresholds) -> bool:
     """Whether the file-size limits the status was measured with still hold under `thresholds`."""
     try:
         limits = file_size_limits(key.text, status.properties, thresholds)
@@ -228,10 +211,10 @@ def _same_limits(key: TableKey, status: AnyStatus, thresholds: HealthThresholds)
     return limits == (status.target_file_size_bytes, status.small_file_threshold_bytes)
 
 
-def _span_of(status: AnyStatus) -> tuple[int, int] | None:
+def _span_of(status: TableStatus) -> tuple[int, int] | None:
     """The oldest and newest snapshot times (ms) a status's ages were measured from: recorded in a full
     status, else worked back from its ages (exact unless a snapshot was ahead of the collector's clock)."""
-    if isinstance(status, TableStatus) and status.snapshot_span_ms is not None:
+    if status.snapshot_span_ms is not None:
         return status.snapshot_span_ms
     oldest, newest = status.oldest_snapshot_age_seconds, status.newest_snapshot_age_seconds
     if oldest is None or newest is None:
@@ -240,7 +223,7 @@ def _span_of(status: AnyStatus) -> tuple[int, int] | None:
     return round(at_ms - oldest * 1000), round(at_ms - newest * 1000)
 
 
-def _aged(known: _Known, now: datetime) -> AnyStatus:
+def _aged(known: _Known, now: datetime) -> TableStatus:
     """The kept status with `collected_at` and snapshot ages moved to `now`; nothing else can change
     while the metadata file is the same."""
     oldest, newest = snapshot_ages(known.snapshot_span, now)

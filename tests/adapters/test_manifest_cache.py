@@ -25,21 +25,19 @@ from pyiceberg.table import Table
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.iceberg import manifest_entries
+from icepack_dagster.iceberg import entry_patterns, manifest_entries
 from icepack_dagster.iceberg.avro_walk import decode_long
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.iceberg.manifest_cache import ManifestCache
 from icepack_dagster.iceberg.manifest_entries import ManifestEntries
-from icepack_dagster.iceberg.manifest_reader import (
+from icepack_dagster.iceberg.manifest_reader import ManifestRef, read_manifest_list, summarize_manifest
+from icepack_dagster.iceberg.manifest_summary import (
     SIZE_BUCKET_BOUNDS,
-    ManifestCache,
-    ManifestRef,
     ManifestSummary,
     PartitionFiles,
     json_safe,
     large_file_threshold,
     partition_id,
-    read_manifest_list,
-    summarize_manifest,
 )
 from icepack_dagster.iceberg.status_reader import read_status
 from tests.adapters.test_status_reader import _table, assert_matches_spark
@@ -290,7 +288,7 @@ def test_generated_manifests_decode_exactly(
 
     assert summarize_manifest(io, ref, 1 << 20) == reference(io, ref, 1 << 20)
     bounds = [*(data_file["lower_bounds"] or ()), *(data_file["upper_bounds"] or ())]
-    if all(len(bound["value"]) < manifest_entries._LONG_LIMIT for bound in bounds):
+    if all(len(bound["value"]) < entry_patterns.LONG_LIMIT for bound in bounds):
         assert len(patterns_always) <= len(others) + 4  # the copies share a pattern or two
     # (a bound of 1024 bytes or more inside an array has no pattern: such entries are decoded exactly)
     assert decoded(path) == decoded_by_fastavro(path)

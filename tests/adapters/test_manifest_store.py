@@ -23,7 +23,8 @@ from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.iceberg.manifest_reader import ManifestCache, ManifestSummary, partition_id
+from icepack_dagster.iceberg.manifest_cache import ManifestCache
+from icepack_dagster.iceberg.manifest_summary import ManifestSummary, partition_id
 from icepack_dagster.iceberg.status_reader import read_status
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.store.manifest_store import ManifestSummaryStore, decode_summary, encode_summary

@@ -22,7 +22,7 @@ from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import InvalidPolicyError, MetadataReadError, TableNotFoundError
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.iceberg.manifest_reader import SIZE_BUCKET_BOUNDS
+from icepack_dagster.iceberg.manifest_summary import SIZE_BUCKET_BOUNDS
 from icepack_dagster.iceberg.status_reader import collect_status
 
 pytestmark = pytest.mark.spark

@@ -22,7 +22,6 @@ from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.iceberg.light_status import LightStatus
 from icepack_dagster.iceberg.status_reader import read_status
 from icepack_dagster.iceberg.status_tracker import StatusTracker, metadata_locations
 from tests.adapters.test_status_reader import _table
@@ -88,7 +87,7 @@ def test_refresh_reads_only_changed_tables(spark, catalogs, namespace, catalog) 
 def test_refresh_without_a_location_listing_loads_but_does_not_remeasure(spark, catalogs, namespace) -> None:
     keys = _tables(spark, catalogs, "lake", namespace, 2)
     catalog = WithoutListing(catalogs.get("lake"))
-    tracker = StatusTracker(depth="light")
+    tracker = StatusTracker()
     now = datetime.now(UTC)
 
     first = tracker.refresh(catalog, keys, THRESHOLDS, now)  # type: ignore[arg-type]
@@ -96,13 +95,11 @@ def test_refresh_without_a_location_listing_loads_but_does_not_remeasure(spark, 
     second = tracker.refresh(catalog, keys, THRESHOLDS, now)  # type: ignore[arg-type]
 
     assert len(first.read) == 2 and second.unchanged == (keys[0].text,) and second.read == (keys[1].text,)
-    assert isinstance(second.statuses[keys[1].text], LightStatus)
+    assert isinstance(second.statuses[keys[1].text], TableStatus)
     assert second.statuses[keys[1].text].total_records == 2
 
 
 def test_invalid_tracker_settings_are_refused() -> None:
-    with pytest.raises(ValueError, match="depth"):
-        StatusTracker(depth="deep")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="table_workers"):
         StatusTracker(table_workers=0)
 

@@ -292,7 +292,8 @@ def test_configured_sizing_tiers_size_the_run(
     scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
 ) -> None:
     """Tiers from the settings' platform section (docs/KUBERNETES.md), not the built-in ones, size a run."""
-    from icepack_dagster.domain.run_sizing import SIZE_TAG, SPARK_CONF_TAG, SizingTier
+    from icepack_dagster.domain.run_sizing import SIZE_TAG, SPARK_CONF_TAG
+    from icepack_dagster.domain.sizing_tiers import SizingTier
 
     only = SizingTier(name="only", cpu="1", memory="2Gi", spark_master="local[1]", driver_memory="1g")
     small_file_table(catalogs.get("lake"), f"{namespace}.tiered", appends=12)

@@ -21,14 +21,13 @@ from icepack_dagster.domain.run_sizing import (
     MAX_RUNTIME_TAG,
     SIZE_TAG,
     SPARK_CONF_TAG,
-    SizingPolicy,
-    SizingTier,
     k8s_config_tag,
     read_spark_conf_tag,
     size_run,
     sizing_tags,
     spark_settings_update,
 )
+from icepack_dagster.domain.sizing_tiers import SizingPolicy, SizingTier
 from icepack_dagster.exceptions import ConfigurationError
 from icepack_dagster.settings import SparkSettings
 from tests.deploy.testkit import GIB, status_of

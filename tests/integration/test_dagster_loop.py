@@ -19,6 +19,12 @@ import dagster as dg
 import pytest
 
 from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.maintenance.unreferenced_report import (
+    UNREFERENCED_KEPT_BYTES,
+    UNREFERENCED_KEPT_FILES,
+    UNREFERENCED_REMOVABLE_BYTES,
+    UNREFERENCED_REMOVABLE_FILES,
+)
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_report
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.platform_settings import PlatformSettings
@@ -202,6 +208,10 @@ def test_a_healthy_table_with_old_orphans_is_swept_weekly(
     ]
     assert not old.exists() and young.exists()
     assert table_fingerprint(spark, qualified) == before
+    left = maintenance.asset_materializations_for_node("maintained_table")[0].metadata
+    assert left[UNREFERENCED_KEPT_FILES].value == 1, "the young orphan stays, and is reported"
+    assert left[UNREFERENCED_KEPT_BYTES].value == young.stat().st_size
+    assert left[UNREFERENCED_REMOVABLE_FILES].value == 0 and left[UNREFERENCED_REMOVABLE_BYTES].value == 0
 
     again = evaluate_sensor(defs, "maintenance_sensor", instance, cursor=decided.cursor)
     assert not again.run_requests, "the weekly cadence holds the next sweep back"

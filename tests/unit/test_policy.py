@@ -19,15 +19,14 @@ from pydantic import ValidationError
 from icepack_dagster.domain.actions import ACTION_ORDER, MaintenanceAction
 from icepack_dagster.domain.policy import (
     PROPERTY_NAMES,
-    MaintenanceWindow,
     Policy,
     PolicyRule,
     explain_policy,
     in_window,
-    parse_windows,
     resolve_policy,
 )
 from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.window import MaintenanceWindow, parse_windows
 from icepack_dagster.exceptions import ConfigurationError, InvalidPolicyError
 from icepack_dagster.policy_file import load_policy_rules
 

@@ -112,7 +112,6 @@ def sync_tables(
             error = failures.get(partition, "no status was measured")
             health, status_md = unknown_health(partition, error), status_failure_metadata(error)
         else:
-            assert isinstance(status, TableStatus)
             health, status_md = engine.health(status), status_metadata(status)
         reason = (
             write_reason(partition, health, partition in read, last_writes.get(partition), now, policy)

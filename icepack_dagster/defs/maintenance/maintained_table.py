@@ -6,6 +6,7 @@ from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMM
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.maintenance.exclusivity import refuse_concurrent_maintenance
 from icepack_dagster.defs.maintenance.maintenance_recommendation import maintenance_recommendation
+from icepack_dagster.defs.maintenance.unreferenced_report import unreferenced_metadata
 from icepack_dagster.defs.materialization_codec import decode_recommendation, maintenance_metadata
 from icepack_dagster.defs.partitions import ICEBERG_TABLES, table_key
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
@@ -68,6 +69,7 @@ def maintained_table(
     health_after = engine.health(status_after)
     history = engine.history(key, engine.policy(key, status_after.properties).policy)
     metadata = maintenance_metadata(report, history)
+    metadata |= unreferenced_metadata(engine, key, report)  # after orphan removal: what it left
     metadata |= {
         "health_after": dg.MetadataValue.text(health_after.state.value),
         "health_after_rank": dg.MetadataValue.int(state_rank(health_after.state)),

@@ -191,6 +191,26 @@ def _judge_pending(tick: _Tick, pending: dict[str, PendingTable], candidates: in
     return decisions
 
 
+def _orphan_sweep(
+    tick: _Tick,
+    platform: PlatformSettings,
+    partitions: list[str],
+    skip: frozenset[str],
+    after: str | None,
+    waiting: list[str],
+    slots: int,
+) -> tuple[list[Decision], list[Decision], str | None, list[str]]:
+    """(sweeps judged, sweeps to launch, new round-robin position, tables that wait for the next tick):
+    sweeps only take the slots unhealthy tables left."""
+    if not platform.orphan_sweep or slots <= 0:
+        return [], [], after, waiting
+    count = platform.orphan_sweep_tables_per_tick
+    sweeps, after = _sweep_decisions(tick, partitions, after, waiting, count, skip)
+    swept, over = choose(sweeps, slots)
+    waiting = [d.partition for d in sweeps if d.verdict == "wait"] + [d.partition for d in over]
+    return sweeps, swept, after, waiting
+
+
 def _run_request(decision: Decision) -> dg.RunRequest:
     return dg.RunRequest(
         run_key=run_key(decision.partition, decision.health_storage_id),
@@ -241,15 +261,11 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
                 pending.pop(decision.partition, None)
                 context.log.info(f"{decision.partition}: not maintained: {decision.reason}")
         launch, deferred = choose(decisions, slots)
-        sweeps: list[Decision] = []
-        if platform.orphan_sweep and len(launch) < slots:  # sweeps only take slots unhealthy tables left
-            skip = frozenset(pending) | busy
-            sweeps, sweep_after = _sweep_decisions(
-                tick, ordered, sweep_after, sweep_waiting, platform.orphan_sweep_tables_per_tick, skip
-            )
-            swept, over = choose(sweeps, slots - len(launch))
-            launch += swept
-            sweep_waiting = [d.partition for d in sweeps if d.verdict == "wait"] + [d.partition for d in over]
+        skip = frozenset(pending) | busy
+        sweeps, swept, sweep_after, sweep_waiting = _orphan_sweep(
+            tick, platform, ordered, skip, sweep_after, sweep_waiting, slots - len(launch)
+        )
+        launch += swept
         for decision in launch:
             pending.pop(decision.partition, None)
         if not launch:

@@ -1,20 +1,17 @@
 """The engine: one object that composes catalogs, status, health, policy, recommendation, maintenance
 and history for any table. The CLI drives it directly; the Dagster layer wraps it thinly.
 
-No Dagster import here. Spark starts only when a maintenance actually runs (not for dry runs).
-A problem of one table ends in that table's report, never in an exception, so a loop over many tables
-(`icepack maintain --all`, the Dagster sensor) goes on with the others.
+No Dagster import here. Spark starts only when a maintenance actually runs (`maintenance_run.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from icepack_dagster.domain.actions import ACTION_ORDER, ActionResult, ActionStatus, MaintenanceAction
+from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.health import assess_health
 from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.history import TableHistory
@@ -22,25 +19,18 @@ from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.policy import EffectivePolicy, Policy, PolicyRule, resolve_policy
 from icepack_dagster.domain.prediction_model import PredictionAccuracy
 from icepack_dagster.domain.recommendation import recommend
-from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction
-from icepack_dagster.domain.safety import UnreferencedFiles, on_object_store
+from icepack_dagster.domain.recommendation_model import Recommendation
+from icepack_dagster.domain.safety import UnreferencedFiles
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey, resolve_table_argument
-from icepack_dagster.exceptions import (
-    CatalogUnavailableError,
-    IcepackError,
-    InvalidPolicyError,
-    MaintenanceError,
-    MetadataReadError,
-    TableLeaseHeldError,
-    TableNotFoundError,
-)
+from icepack_dagster.engine.maintenance_run import Progress, run_maintenance, utc_now
+from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables
-from icepack_dagster.iceberg.manifest_reader import ManifestCache
+from icepack_dagster.iceberg.manifest_cache import ManifestCache
 from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
-from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files, orphan_removal_refusals
+from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
 from icepack_dagster.policy_file import load_policy_rules
 from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.store.history_store import HistoryStore
@@ -49,21 +39,6 @@ from icepack_dagster.store.table_lease import TableLeases, default_holder
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-Progress = Callable[[str], None]
-TABLE_GONE = "table no longer exists"
-_MAX_ERROR = 1000  # an error quoting a hostile 100 KB property value stays readable in history and UI
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _bounded(message: str) -> str:
-    if len(message) <= _MAX_ERROR:
-        return message
-    return f"{message[: _MAX_ERROR - 40]}... ({len(message) - _MAX_ERROR + 40} characters cut)"
 
 
 class Engine:
@@ -235,132 +210,4 @@ class Engine:
         table Spark cannot open fails its actions with the error, recorded like any failure; a catalog
         that stays unreachable after retries defers them (outcome `deferred`), unrecorded, since it is
         no fault of the table."""
-        started = utc_now()
-        known = recommendation
-        try:
-            with nullcontext() if dry_run else self.leases.hold(key.text, self.lease_holder):
-                return self._plan_and_run(key, started, recommendation, dry_run, only, on_progress)
-        except TableLeaseHeldError as error:  # another maintenance is at it: try again later
-            return self._unrun(key, started, known, only, "deferred", _bounded(str(error)))
-
-    def _plan_and_run(
-        self,
-        key: TableKey,
-        started: datetime,
-        recommendation: Recommendation | None,
-        dry_run: bool,
-        only: Sequence[MaintenanceAction] | None,
-        on_progress: Progress | None,
-    ) -> MaintenanceReport:
-        """`maintain` once the table is ours: plan on fresh status, run, record."""
-        known = recommendation
-        try:
-            status = self.status(key, started)
-            known = recommendation or self.recommend(key, status, now=started)
-            return self._run(key, started, status, known, dry_run, only, on_progress)
-        except TableNotFoundError as error:
-            reason = f"{TABLE_GONE}: {error}; nothing was run"
-            report = self._unrun(key, started, known, only, "skipped", reason)
-            return report.model_copy(update={"table_gone": True})
-        except CatalogUnavailableError as error:  # the catalog's fault, not the table's: not recorded
-            ended: ActionStatus = "deferred" if error.transient else "failed"
-            return self._unrun(key, started, known, only, ended, _bounded(str(error)))
-        except (InvalidPolicyError, MetadataReadError, MaintenanceError) as error:
-            report = self._unrun(key, started, known, only, "failed", _bounded(str(error)))
-            if not dry_run:
-                self.history_store.record(report)
-            return report
-
-    def _run(
-        self,
-        key: TableKey,
-        started: datetime,
-        status: TableStatus,
-        recommendation: Recommendation,
-        dry_run: bool,
-        only: Sequence[MaintenanceAction] | None,
-        on_progress: Progress | None,
-    ) -> MaintenanceReport:
-        from icepack_dagster.spark.runner import MaintenanceRunner
-
-        chosen = [a for a in recommendation.actions if only is None or a.action in only]
-        skipped = [
-            ActionResult(
-                action=s.action, status="skipped", statements=(), duration_seconds=0, reason=s.reason
-            )
-            for s in recommendation.skipped
-            if only is None or s.action in only
-        ]
-        chosen, refused = self._checked_orphan_removal(key, chosen, status.location)
-        results: list[ActionResult] = [*refused]
-        if chosen:
-            runner = MaintenanceRunner(None if dry_run else self.spark(), key.catalog)
-            results += runner.run(
-                key,
-                chosen,
-                status.properties,
-                dry_run=dry_run,
-                status_before=lambda: self.status(key),
-                on_progress=on_progress,
-            )
-        ordered = sorted([*results, *skipped], key=lambda r: ACTION_ORDER.index(r.action))
-        report = MaintenanceReport(
-            table=key.text,
-            snapshot_id=status.snapshot_id,
-            started_at=started,
-            finished_at=utc_now(),
-            results=tuple(ordered),
-        )
-        if not dry_run and (chosen or refused):
-            self.history_store.record(report)
-        return report
-
-    def _checked_orphan_removal(
-        self, key: TableKey, chosen: list[RecommendedAction], location: str
-    ) -> tuple[list[RecommendedAction], list[ActionResult]]:
-        """Orphan removal runs only where its listing can be trusted (`domain/safety.py`): otherwise it
-        fails here, unrun. On an object store it lists by prefix through the table's own FileIO."""
-        orphans = next((a for a in chosen if a.action is MaintenanceAction.REMOVE_ORPHAN_FILES), None)
-        if orphans is None:
-            return chosen, []
-        try:
-            refusals = orphan_removal_refusals(load_table(self.catalogs.get(key.catalog), key), key)
-        except MetadataReadError as unreadable:  # the check cannot run: orphan removal cannot either
-            refusals = [f"{unreadable}; remove_orphan_files refused, nothing was deleted"]
-        if refusals:
-            message = _bounded(" ".join(refusals))
-            failed = ActionResult(
-                action=orphans.action, status="failed", statements=(), duration_seconds=0, error=message
-            )
-            return [a for a in chosen if a is not orphans], [failed]
-        if on_object_store(location):
-            listed = orphans.model_copy(update={"options": {**orphans.options, "prefix_listing": "true"}})
-            return [listed if a is orphans else a for a in chosen], []
-        return chosen, []
-
-    @staticmethod
-    def _unrun(
-        key: TableKey,
-        started: datetime,
-        recommendation: Recommendation | None,
-        only: Sequence[MaintenanceAction] | None,
-        status: ActionStatus,
-        message: str,
-    ) -> MaintenanceReport:
-        """A report for a table whose actions never reached Spark: each one skipped or failed with
-        `message` (the recommended actions when known, else every action asked for)."""
-        recommended = [a.action for a in recommendation.actions] if recommendation else list(ACTION_ORDER)
-        actions = [a for a in ACTION_ORDER if a in recommended and (only is None or a in only)]
-        failed = status == "failed"
-        results = tuple(
-            ActionResult(
-                action=action,
-                status=status,
-                statements=(),
-                duration_seconds=0,
-                error=message if failed else None,
-                reason=None if failed else message,
-            )
-            for action in actions
-        )
-        return MaintenanceReport(table=key.text, started_at=started, finished_at=utc_now(), results=results)
+        return run_maintenance(self, key, recommendation, dry_run, only, on_progress)

@@ -1,0 +1,189 @@
+"""One maintenance of one table, as the engine runs it: take the table's lease, plan on a fresh status,
+guard orphan removal, run the actions on Spark, record the outcome.
+
+A problem of the table ends in its report, never in an exception, so a loop over many tables
+(`icepack maintain --all`, the Dagster sensor) goes on with the others. Spark starts only when an
+action actually runs (not for dry runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from icepack_dagster.domain.actions import ACTION_ORDER, ActionResult, ActionStatus, MaintenanceAction
+from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction
+from icepack_dagster.domain.safety import on_object_store
+from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import (
+    CatalogUnavailableError,
+    InvalidPolicyError,
+    MaintenanceError,
+    MetadataReadError,
+    TableLeaseHeldError,
+    TableNotFoundError,
+)
+from icepack_dagster.iceberg.catalogs import load_table
+from icepack_dagster.iceberg.unreferenced_files import orphan_removal_refusals
+
+if TYPE_CHECKING:
+    from icepack_dagster.engine.table_engine import Engine
+
+Progress = Callable[[str], None]
+TABLE_GONE = "table no longer exists"
+_MAX_ERROR = 1000  # an error quoting a hostile 100 KB property value stays readable in history and UI
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= _MAX_ERROR:
+        return message
+    return f"{message[: _MAX_ERROR - 40]}... ({len(message) - _MAX_ERROR + 40} characters cut)"
+
+
+def run_maintenance(
+    engine: Engine,
+    key: TableKey,
+    recommendation: Recommendation | None,
+    dry_run: bool,
+    only: Sequence[MaintenanceAction] | None,
+    on_progress: Progress | None,
+) -> MaintenanceReport:
+    """`Engine.maintain`: the lease first (not for a dry run); while another maintenance holds it,
+    nothing runs and the outcome is `deferred`."""
+    started = utc_now()
+    try:
+        with nullcontext() if dry_run else engine.leases.hold(key.text, engine.lease_holder):
+            return _plan_and_run(engine, key, started, recommendation, dry_run, only, on_progress)
+    except TableLeaseHeldError as error:  # another maintenance is at it: try again later
+        return _unrun(key, started, recommendation, only, "deferred", _bounded(str(error)))
+
+
+def _plan_and_run(
+    engine: Engine,
+    key: TableKey,
+    started: datetime,
+    recommendation: Recommendation | None,
+    dry_run: bool,
+    only: Sequence[MaintenanceAction] | None,
+    on_progress: Progress | None,
+) -> MaintenanceReport:
+    """The maintenance once the table is ours: plan on fresh status, run, record."""
+    known = recommendation
+    try:
+        status = engine.status(key, started)
+        known = recommendation or engine.recommend(key, status, now=started)
+        return _run(engine, key, started, status, known, dry_run, only, on_progress)
+    except TableNotFoundError as error:
+        reason = f"{TABLE_GONE}: {error}; nothing was run"
+        report = _unrun(key, started, known, only, "skipped", reason)
+        return report.model_copy(update={"table_gone": True})
+    except CatalogUnavailableError as error:  # the catalog's fault, not the table's: not recorded
+        ended: ActionStatus = "deferred" if error.transient else "failed"
+        return _unrun(key, started, known, only, ended, _bounded(str(error)))
+    except (InvalidPolicyError, MetadataReadError, MaintenanceError) as error:
+        report = _unrun(key, started, known, only, "failed", _bounded(str(error)))
+        if not dry_run:
+            engine.history_store.record(report)
+        return report
+
+
+def _run(
+    engine: Engine,
+    key: TableKey,
+    started: datetime,
+    status: TableStatus,
+    recommendation: Recommendation,
+    dry_run: bool,
+    only: Sequence[MaintenanceAction] | None,
+    on_progress: Progress | None,
+) -> MaintenanceReport:
+    from icepack_dagster.spark.runner import MaintenanceRunner
+
+    chosen = [a for a in recommendation.actions if only is None or a.action in only]
+    skipped = [
+        ActionResult(action=s.action, status="skipped", statements=(), duration_seconds=0, reason=s.reason)
+        for s in recommendation.skipped
+        if only is None or s.action in only
+    ]
+    chosen, refused = _checked_orphan_removal(engine, key, chosen, status.location)
+    results: list[ActionResult] = [*refused]
+    if chosen:
+        runner = MaintenanceRunner(None if dry_run else engine.spark(), key.catalog)
+        results += runner.run(
+            key,
+            chosen,
+            status.properties,
+            dry_run=dry_run,
+            status_before=lambda: engine.status(key),
+            on_progress=on_progress,
+        )
+    ordered = sorted([*results, *skipped], key=lambda r: ACTION_ORDER.index(r.action))
+    report = MaintenanceReport(
+        table=key.text,
+        snapshot_id=status.snapshot_id,
+        started_at=started,
+        finished_at=utc_now(),
+        results=tuple(ordered),
+    )
+    if not dry_run and (chosen or refused):
+        engine.history_store.record(report)
+    return report
+
+
+def _checked_orphan_removal(
+    engine: Engine, key: TableKey, chosen: list[RecommendedAction], location: str
+) -> tuple[list[RecommendedAction], list[ActionResult]]:
+    """Orphan removal runs only where its listing can be trusted (`domain/safety.py`): otherwise it
+    fails here, unrun. On an object store it lists by prefix through the table's own FileIO."""
+    orphans = next((a for a in chosen if a.action is MaintenanceAction.REMOVE_ORPHAN_FILES), None)
+    if orphans is None:
+        return chosen, []
+    try:
+        refusals = orphan_removal_refusals(load_table(engine.catalogs.get(key.catalog), key), key)
+    except MetadataReadError as unreadable:  # the check cannot run: orphan removal cannot either
+        refusals = [f"{unreadable}; remove_orphan_files refused, nothing was deleted"]
+    if refusals:
+        message = _bounded(" ".join(refusals))
+        failed = ActionResult(
+            action=orphans.action, status="failed", statements=(), duration_seconds=0, error=message
+        )
+        return [a for a in chosen if a is not orphans], [failed]
+    if on_object_store(location):
+        listed = orphans.model_copy(update={"options": {**orphans.options, "prefix_listing": "true"}})
+        return [listed if a is orphans else a for a in chosen], []
+    return chosen, []
+
+
+def _unrun(
+    key: TableKey,
+    started: datetime,
+    recommendation: Recommendation | None,
+    only: Sequence[MaintenanceAction] | None,
+    status: ActionStatus,
+    message: str,
+) -> MaintenanceReport:
+    """A report for a table whose actions never reached Spark: each one skipped or failed with
+    `message` (the recommended actions when known, else every action asked for)."""
+    recommended = [a.action for a in recommendation.actions] if recommendation else list(ACTION_ORDER)
+    actions = [a for a in ACTION_ORDER if a in recommended and (only is None or a in only)]
+    failed = status == "failed"
+    results = tuple(
+        ActionResult(
+            action=action,
+            status=status,
+            statements=(),
+            duration_seconds=0,
+            error=message if failed else None,
+            reason=None if failed else message,
+        )
+        for action in actions
+    )
+    return MaintenanceReport(table=key.text, started_at=started, finished_at=utc_now(), results=results)
