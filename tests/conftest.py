@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis
 import psycopg2
 import pytest
 from pyspark import SparkContext
@@ -159,6 +160,13 @@ def namespace(request: pytest.FixtureRequest, catalogs: CatalogSet) -> str:
     name = "t_" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:12]
     catalogs.get("lake").create_namespace_if_not_exists(name)
     return name
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Property tests judge correctness, not speed: Hypothesis's per-example deadline (200 ms) fails
+    healthy examples on a loaded 2-core machine, so it is off for the whole run."""
+    hypothesis.settings.register_profile("icepack", deadline=None)
+    hypothesis.settings.load_profile("icepack")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
