@@ -50,7 +50,7 @@ class SparkResource(LazyPySparkResource):
     _run_settings: IcepackSettings | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        run = context.dagster_run
+        run = context.run
         tags = run.tags if run is not None else {}
         table = tags.get(TABLE_TAG) or tags.get(PARTITION_TAG) or ""
         self._run_settings = sized_settings(self._settings_with_config(), tags, table)

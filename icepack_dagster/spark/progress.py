@@ -40,41 +40,48 @@ REPORT_INTERVAL_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class SparkProgress:
-    """What Spark has done for one action so far."""
+    """What Spark has done for one action so far. Stages a finished job did not need to run (their
+    shuffle output existed) are skipped, as in Spark's UI: neither they nor their tasks count."""
 
     jobs_done: int = 0
     jobs: int = 0
     stages_done: int = 0
     stages: int = 0
+    stages_skipped: int = 0
     tasks_done: int = 0
     tasks: int = 0
     tasks_failed: int = 0
 
     def describe(self, application: str) -> str:
+        skipped = f" ({self.stages_skipped} skipped)" if self.stages_skipped else ""
         failed = f", {self.tasks_failed} failed" if self.tasks_failed else ""
         return (
             f"Spark application {application}: jobs {self.jobs_done}/{self.jobs} done, "
-            f"stages {self.stages_done}/{self.stages}, tasks {self.tasks_done}/{self.tasks}{failed}"
+            f"stages {self.stages_done}/{self.stages}{skipped}, tasks {self.tasks_done}/{self.tasks}{failed}"
         )
 
 
 def read_progress(context: SparkContext, tag: str) -> SparkProgress:
-    """The progress of the jobs tagged `tag`, from Spark's status tracker. A stage not yet submitted (or
-    skipped) has no info and counts as not done, with its tasks unknown."""
+    """The progress of the jobs tagged `tag`, from Spark's status tracker. A stage not yet submitted
+    has no info: it counts as not done, its tasks as not yet known."""
     tracker = context.statusTracker()
     # pyspark 3.5 wraps Java's tracker, which lacks Scala's `getJobIdsForTag` (new in Spark 3.5)
     tagged = context._jsc.sc().statusTracker().getJobIdsForTag(tag)  # type: ignore[union-attr]
     jobs = [info for job in tagged if (info := tracker.getJobInfo(job))]
-    stage_ids = sorted({stage for job in jobs for stage in job.stageIds})
-    stages = [info for stage in stage_ids if (info := tracker.getStageInfo(stage))]
+    needed = {stage for job in jobs if job.status != "SUCCEEDED" for stage in job.stageIds}
+    infos = {stage: tracker.getStageInfo(stage) for job in jobs for stage in job.stageIds}
+    complete = {stage for stage, info in infos.items() if info and info.numCompletedTasks >= info.numTasks}
+    skipped = set(infos) - complete - needed
+    counted = [info for stage, info in infos.items() if info is not None and stage not in skipped]
     return SparkProgress(
         jobs_done=sum(job.status == "SUCCEEDED" for job in jobs),
         jobs=len(jobs),
-        stages_done=sum(stage.numTasks > 0 and stage.numCompletedTasks >= stage.numTasks for stage in stages),
-        stages=len(stage_ids),
-        tasks_done=sum(stage.numCompletedTasks for stage in stages),
-        tasks=sum(stage.numTasks for stage in stages),
-        tasks_failed=sum(stage.numFailedTasks for stage in stages),
+        stages_done=len(complete),
+        stages=len(infos) - len(skipped),
+        stages_skipped=len(skipped),
+        tasks_done=sum(info.numCompletedTasks for info in counted),
+        tasks=sum(info.numTasks for info in counted),
+        tasks_failed=sum(info.numFailedTasks for info in counted),
     )
 
 

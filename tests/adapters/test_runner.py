@@ -44,7 +44,8 @@ FIVE_DAYS_AGO = time.time() - 5 * 24 * 3600
 YESTERDAY_BUT_ONE_HOUR = (datetime.now(UTC) - timedelta(hours=23)).isoformat()
 PROGRESS = re.compile(
     r"Spark application (?P<app>\S+): jobs (?P<jobs_done>\d+)/(?P<jobs>\d+) done, "
-    r"stages (?P<stages_done>\d+)/(?P<stages>\d+), tasks (?P<tasks_done>\d+)/(?P<tasks>\d+)"
+    r"stages (?P<stages_done>\d+)/(?P<stages>\d+)(?: \(\d+ skipped\))?, "
+    r"tasks (?P<tasks_done>\d+)/(?P<tasks>\d+)"
 )
 
 
