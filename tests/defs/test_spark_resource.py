@@ -3,12 +3,17 @@
 and the tag); a real maintenance run's event log shows Spark's progress (jobs, stages, tasks done of
 total) and the Spark application id; and no secret of the settings (a REST catalog's client secret, the
 state database's password) appears in the resources' config as the code location's snapshot and the
-GraphQL API, and so the UI, show it. Table contents never change."""
+GraphQL API, and so the UI, show it. Spark's own warnings and errors reach the step's compute log
+(stderr) when the step starts the JVM, as every maintenance step does. Table contents never change."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import dagster as dg
@@ -22,6 +27,7 @@ from icepack_dagster.defs.resources import SparkResource
 from icepack_dagster.defs.run_tags import maintenance_tags
 from icepack_dagster.domain.run_sizing import SPARK_CONF_TAG
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
     evaluate_sensor,
@@ -136,3 +142,59 @@ def test_no_secret_reaches_the_code_location_snapshot_or_the_ui(
     for text in [*snapshots, json.dumps(shown)]:
         assert "spark_config" in text  # the resources' config is there to be read ...
         assert REST_SECRET not in text and STATE_PASSWORD not in text  # ... and no secret with it
+
+
+PROBE_JOB = textwrap.dedent(
+    """
+    import dagster as dg
+    from py4j.protocol import Py4JJavaError
+
+    from icepack_dagster.defs.resources import SparkResource, build_resources
+    from icepack_dagster.settings import load_settings
+
+
+    @dg.op
+    def failing_spark_task(spark: SparkResource) -> str:
+        try:
+            spark.spark_session.sql("SELECT raise_error('icepack compute-log probe')").collect()
+        except Py4JJavaError as error:  # the job Spark aborted
+            return type(error).__name__
+        raise AssertionError("raise_error did not fail")
+
+
+    @dg.job
+    def probe():
+        failing_spark_task()
+
+
+    defs = dg.Definitions(jobs=[probe], resources={"spark": build_resources(load_settings())["spark"]})
+    """
+)
+
+
+@pytest.mark.spark
+def test_sparks_warnings_and_errors_reach_the_steps_compute_log(
+    tmp_path: Path, settings: IcepackSettings
+) -> None:
+    """A real run (`dagster job execute`, a step process of its own) whose step starts Spark through the
+    resource and runs a task that fails: Spark's WARN and ERROR lines are in the step's stderr log."""
+    (tmp_path / "probe.py").write_text(PROBE_JOB)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ICEPACK_")} | {
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "ICEPACK_HOME": str(tmp_path / "home"),
+        "ICEPACK_SPARK__MASTER": "local[1]",
+        "ICEPACK_SPARK__DRIVER_MEMORY": "512m",
+        "ICEPACK_SPARK__JAR_CACHE": str(settings.spark.jar_cache),
+    }
+    (tmp_path / "dagster_home").mkdir()
+    dagster = Path(sys.executable).with_name("dagster")
+    done = subprocess.run(
+        [str(dagster), "job", "execute", "-f", str(tmp_path / "probe.py"), "-j", "probe"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (stderr_log,) = (tmp_path / "dagster_home").rglob("*.err")
+    logged = stderr_log.read_text()
+    assert re.search(r" WARN TaskSetManager: Lost task .*icepack compute-log probe", logged), logged[-3000:]
+    assert re.search(r" ERROR Executor: Exception in task .*", logged), logged[-3000:]
