@@ -4,8 +4,8 @@ An Iceberg procedure is one SQL statement that can run for minutes; without this
 nothing meanwhile. The action's jobs carry a job tag of their own, also shown in Spark's UI (not a job
 group: Iceberg's actions set groups of their own), and a daemon thread polls Spark's status tracker
 for that tag: jobs, stages and tasks done of total. It reports as soon as Spark starts the first job,
-then at most once per interval and only when something moved, and once more when the action ends;
-every line names the Spark application.
+then at most once per interval and only when something moved, and once more when the action ends if
+anything moved since; every line names the Spark application.
 
 A Spark Connect (`sc://`) client has no status tracker: pyspark 3.5's Connect client receives no task
 progress from the server. Its jobs are tagged instead, and one line names the server's application and
