@@ -58,8 +58,8 @@ def sized_master(spark: SparkResource) -> str:
     return f"{sized.master} {sized.driver_memory} {sized.conf.get('spark.sql.shuffle.partitions')}"
 
 
-def _sizing_job(defs: dg.Definitions) -> dg.JobDefinition:
-    @dg.job(resource_defs={"spark": defs.resources["spark"]})
+def _sizing_job(spark: SparkResource) -> dg.JobDefinition:
+    @dg.job(resource_defs={"spark": spark})
     def sizing() -> None:
         sized_master()
 
@@ -69,16 +69,23 @@ def _sizing_job(defs: dg.Definitions) -> dg.JobDefinition:
 def test_the_spark_resource_is_dagster_pysparks_and_sized_by_the_run(
     defs: dg.Definitions, instance: dg.DagsterInstance
 ) -> None:
-    assert isinstance(defs.resources["spark"], LazyPySparkResource)
+    spark = defs.resources["spark"]
+    assert isinstance(spark, LazyPySparkResource) and isinstance(spark, SparkResource)
     sized = {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "3"}
     tags = {SPARK_CONF_TAG: json.dumps(sized), "icepack/table": "lake.a.sized"}
 
-    result = _sizing_job(defs).execute_in_process(instance=instance, tags=tags)
+    result = _sizing_job(spark).execute_in_process(instance=instance, tags=tags)
 
     assert result.output_for_node("sized_master") == "local[1] 768m 3"
-    unsized = _sizing_job(defs).execute_in_process(instance=instance)
+    unsized = _sizing_job(spark).execute_in_process(instance=instance)
     assert unsized.output_for_node("sized_master").startswith("local[2] 1g ")
-    broken = _sizing_job(defs).execute_in_process(
+    configured = SparkResource(settings=spark.settings, spark_config={"spark.sql.shuffle.partitions": 5})
+    assert _sizing_job(configured).execute_in_process(instance=instance).output_for_node(
+        "sized_master"
+    ) == "local[2] 1g 5"
+    tag_wins = _sizing_job(configured).execute_in_process(instance=instance, tags=tags)
+    assert tag_wins.output_for_node("sized_master") == "local[1] 768m 3"
+    broken = _sizing_job(spark).execute_in_process(
         instance=instance, tags={SPARK_CONF_TAG: "{not json", "icepack/table": "lake.a.broken"},
         raise_on_error=False,
     )
