@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -137,16 +137,22 @@ def reported_progress(
         with _tagged_connect_jobs(session, tag, report):
             yield
         return
-    context = session.sparkContext
-    application = context.applicationId
-    context.addJobTag(tag)
+    try:
+        context = session.sparkContext
+        application = context.applicationId
+        context.addJobTag(tag)
+    except (Py4JError, PySparkException) as error:  # Spark itself is failing: the action will say so
+        logger.debug("no Spark progress for %s: %s", tag, error)
+        yield
+        return
     poller = _Poller(context, tag, report, interval, application)
     poller.start()
     try:
         yield
     finally:
         final = poller.finish()
-        context.removeJobTag(tag)
+        with suppress(Py4JError):
+            context.removeJobTag(tag)
         if final is not None and final.jobs and final != poller.last:
             report(final.describe(application))
 
