@@ -8,11 +8,13 @@ sensors never start a JVM.
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
+from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 
+from icepack_dagster.defs.run_tags import PARTITION_TAG, TABLE_TAG
 from icepack_dagster.domain.run_sizing import read_spark_conf_tag, spark_settings_update
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import MissingComponentError
@@ -28,16 +30,50 @@ def _no_spark() -> "SparkSession":
     )
 
 
-class SparkResource(dg.ConfigurableResource):
-    """Joins the process's Spark session (or starts one) with icepack's catalog configuration."""
+class SparkResource(LazyPySparkResource):
+    """dagster-pyspark's lazy Spark session resource, configured from icepack's settings and sized by the
+    run: Iceberg's SQL extensions, every configured catalog, the pinned jars (`spark/session.py`), or a
+    session on a Spark Connect server for an `sc://` master.
+
+    `setup_for_execution` sizes the settings by the run's `icepack/spark-conf` tag (a bad tag fails the
+    run before its step starts, naming the table); the JVM starts only when maintenance first asks for
+    `spark_session`, so a run that has nothing to do needs neither Java nor the jars. Everything with a
+    secret (catalog credentials, the state database URL) stays in `settings`, which is no part of the
+    resource's config: the UI and the code-location snapshot show `spark_config` only."""
 
     settings: dg.ResourceDependency[IcepackSettings]
+    spark_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Spark settings added over icepack's own (its settings' spark.conf; the run's sizing "
+        "tag still wins). Shown in the UI: never put a secret here, secrets belong in icepack's settings",
+    )
+    _run_settings: IcepackSettings | None = PrivateAttr(default=None)
 
-    def session(self, run_tags: Mapping[str, str] | None = None, table: str = "") -> "SparkSession":
-        """The session, sized by the run's `icepack/spark-conf` tag when the sensor set one."""
-        from icepack_dagster.spark.session import build_spark_session
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        run = context.run
+        tags = run.tags if run is not None else {}
+        table = tags.get(TABLE_TAG) or tags.get(PARTITION_TAG) or ""
+        self._run_settings = sized_settings(self._settings_with_config(), tags, table)
 
-        return build_spark_session(sized_settings(self.settings, run_tags or {}, table))
+    def _settings_with_config(self) -> IcepackSettings:
+        if not self.spark_config:
+            return self.settings
+        extra = {key: str(value) for key, value in self.spark_config.items()}
+        spark = self.settings.spark.model_copy(update={"conf": self.settings.spark.conf | extra})
+        return self.settings.model_copy(update={"spark": spark})
+
+    @property
+    def run_settings(self) -> IcepackSettings:
+        """The settings this run's session is built from (sized by the run's tag, if any)."""
+        return self._run_settings or self._settings_with_config()
+
+    def _init_session(self) -> None:
+        """dagster-pyspark's hook for the lazy session: icepack's session instead of one from
+        `spark_config` alone."""
+        if self._spark_session is None:
+            from icepack_dagster.spark.session import build_spark_session
+
+            self._spark_session = build_spark_session(self.run_settings)
 
 
 def sized_settings(settings: IcepackSettings, run_tags: Mapping[str, str], table: str) -> IcepackSettings:
@@ -75,10 +111,9 @@ class IcepackResource(dg.ConfigurableResource):
             self._engine = Engine(self.settings, spark_provider=_no_spark)
         return self._engine
 
-    def maintenance_engine(
-        self, spark: SparkResource, run_tags: Mapping[str, str] | None = None, table: str = ""
-    ) -> Engine:
-        return Engine(self.settings, spark_provider=lambda: spark.session(run_tags, table))
+    def maintenance_engine(self, spark: SparkResource) -> Engine:
+        """An engine whose Spark is the run's `spark` resource, started on first use."""
+        return Engine(self.settings, spark_provider=lambda: spark.spark_session)
 
     @property
     def metrics_path(self) -> Path:

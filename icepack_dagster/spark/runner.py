@@ -3,18 +3,19 @@
 Every table gets its own `spark.newSession()` (on Spark Connect, a fresh server-side session: see
 `spark/connect.py`): the table's `icepack.spark.sql.*` overrides are `SET` there and die with it, so
 they never reach another table. Everything that can be refused is refused before Spark is touched
-(options, overrides, safety guards), and orphan removal also in a session where Iceberg's own 24-hour
-guard is off. A failing action stops the table's later actions, since they were planned on the state
-the failed one should have produced; its report says what the failure left behind
-(`spark/failures.py`), and its impact is measured, since partial progress may have committed part of it.
+(`spark/action_plans.py`: options, overrides, safety guards), and orphan removal also in a session where
+Iceberg's own 24-hour guard is off. While an action runs, Spark's progress goes to the same progress
+callback as the runner's own lines (`spark/progress.py`). A failing action stops the table's later
+actions, since they were planned on the state the failed one should have produced; its report says what
+the failure left behind (`spark/failures.py`), and its impact is measured, since partial progress may
+have committed part of it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,20 +24,15 @@ from pyspark.errors import AnalysisException, PySparkException
 
 from icepack_dagster.domain.action_outcome import compare
 from icepack_dagster.domain.actions import ActionImpact, ActionResult, ActionStatus, MaintenanceAction
-from icepack_dagster.domain.compaction_planner import RewritePrediction
-from icepack_dagster.domain.procedures import SESSION_SETUP, existence_probe, guard_action, render_call
+from icepack_dagster.domain.procedures import SESSION_SETUP, existence_probe
 from icepack_dagster.domain.recommendation_model import RecommendedAction
-from icepack_dagster.domain.spark_overrides import render_set, resolve_overrides
-from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.exceptions import (
-    IcepackError,
-    InvalidTableIdentifierError,
-    MaintenanceError,
-    TableNotFoundError,
-)
+from icepack_dagster.exceptions import MaintenanceError, TableNotFoundError
+from icepack_dagster.spark.action_plans import ActionPlan, orphan_guard_is_on, plan_actions
 from icepack_dagster.spark.failures import error_class, failure_hint, spark_error_message
+from icepack_dagster.spark.progress import REPORT_INTERVAL_SECONDS, ProgressSink, reported_progress
 from icepack_dagster.spark.session import is_connect_session
+from icepack_dagster.spark.status_meter import StatusMeter, StatusReader, measured
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,93 +41,21 @@ __all__ = ["MaintenanceRunner", "spark_error_message"]
 
 logger = logging.getLogger(__name__)
 
-StatusReader = Callable[[], TableStatus]
-ProgressSink = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """One action ready to run (statements) or refused before running (error)."""
-
-    action: MaintenanceAction
-    statements: tuple[str, ...] = ()
-    error: str | None = None
-    dry_run_option: bool = False
-    prediction: RewritePrediction | None = None
-
-
-def _orphan_guard_is_on(key: TableKey, session: SparkSession, plan: _Plan) -> _Plan:
-    """Iceberg skips its own 24-hour orphan-age check when the session says `spark.testing=true` (a
-    core setting no table override can reach, but a platform's Spark configuration could)."""
-    if plan.action is not MaintenanceAction.REMOVE_ORPHAN_FILES or plan.error is not None:
-        return plan
-    if str(session.conf.get("spark.testing", "false")).strip().lower() != "true":
-        return plan
-    return replace(
-        plan,
-        statements=(),
-        error=f"table {key.text}: {plan.action} refused: this Spark session sets spark.testing=true, "
-        "which switches off Iceberg's 24-hour guard against deleting files of writes in progress; "
-        "remove spark.testing from the Spark configuration",
-    )
-
-
-_IMPACT_FIELDS = {
-    "data_files": "live_data_files",
-    "delete_files": "live_delete_files",
-    "data_bytes": "live_data_bytes",
-    "manifests": "manifest_count",
-    "snapshots": "snapshot_count",
-}
-
-
-def _measured(impact: ActionImpact, before: TableStatus | None, after: TableStatus | None) -> ActionImpact:
-    """The impact with the status numbers before and after the action."""
-    update = {}
-    for name, field in _IMPACT_FIELDS.items():
-        update[f"{name}_before"] = getattr(before, field) if before else None
-        update[f"{name}_after"] = getattr(after, field) if after else None
-    return impact.model_copy(update=update)
-
 
 class MaintenanceRunner:
     """Runs maintenance for tables of one Spark catalog (the catalog's name in Spark and in settings)."""
 
-    def __init__(self, spark: SparkSession | None, catalog_name: str) -> None:
-        """`spark` may be None for a runner that only ever does dry runs."""
+    def __init__(
+        self,
+        spark: SparkSession | None,
+        catalog_name: str,
+        progress_interval_seconds: float = REPORT_INTERVAL_SECONDS,
+    ) -> None:
+        """`spark` may be None for a runner that only ever does dry runs. While an action runs, Spark's
+        progress is reported at most every `progress_interval_seconds` (`spark/progress.py`)."""
         self._spark = spark
         self._catalog = catalog_name
-
-    def _plan(
-        self,
-        key: TableKey,
-        actions: Sequence[RecommendedAction],
-        properties: Mapping[str, str],
-        now: datetime,
-    ) -> list[_Plan]:
-        """Statements for each action, or why it is refused; pure, touches no Spark."""
-        if key.catalog != self._catalog:
-            raise InvalidTableIdentifierError(
-                f"table {key.text} is in catalog {key.catalog!r}; this runner runs on {self._catalog!r}"
-            )
-        try:
-            sets = tuple(render_set(k, v, key.text) for k, v in resolve_overrides(key.text, properties))
-        except IcepackError as error:
-            return [_Plan(a.action, error=str(error)) for a in actions]
-        plans = []
-        for recommended in actions:
-            try:
-                guard_action(key, recommended.action, recommended.options, properties, now)
-                call = render_call(self._catalog, key, recommended.action, recommended.options)
-            except IcepackError as error:
-                plans.append(_Plan(recommended.action, error=str(error)))
-                continue
-            dry = recommended.options.get("dry_run", "false").lower() == "true"
-            statements = (*SESSION_SETUP, *sets, call)
-            plans.append(
-                _Plan(recommended.action, statements, dry_run_option=dry, prediction=recommended.prediction)
-            )
-        return plans
+        self._progress_interval = progress_interval_seconds
 
     def run(
         self,
@@ -152,11 +76,11 @@ class MaintenanceRunner:
         Raises `TableNotFoundError` when the table does not exist; every other problem is a `failed`
         result naming the table and the action, and the table's later actions are `skipped`."""
         progress = on_progress or (lambda message: logger.info("%s", message))
-        plans = self._plan(key, actions, properties or {}, now or datetime.now(UTC))
+        plans = plan_actions(self._catalog, key, actions, properties or {}, now or datetime.now(UTC))
         session = None if dry_run else self._table_session(key)
         if session is not None:
-            plans = [_orphan_guard_is_on(key, session, plan) for plan in plans]
-        meter = _StatusMeter(status_before, key, progress)
+            plans = [orphan_guard_is_on(key, session, plan) for plan in plans]
+        meter = StatusMeter(status_before, key, progress)
         results: list[ActionResult] = []
         try:
             for plan in plans:
@@ -169,10 +93,10 @@ class MaintenanceRunner:
     def _one(
         self,
         key: TableKey,
-        plan: _Plan,
+        plan: ActionPlan,
         earlier: list[ActionResult],
         session: SparkSession | None,
-        meter: _StatusMeter,
+        meter: StatusMeter,
         progress: ProgressSink,
     ) -> ActionResult:
         """One action: skipped after an earlier failure, failed when refused, rendered on a dry run,
@@ -188,10 +112,11 @@ class MaintenanceRunner:
             return self._unrun(plan, "dry_run")
         before = meter.before()
         progress(f"table {key.text}: running {plan.action}")
-        result = self._execute(session, key, plan)
+        with reported_progress(session, plan.action.value, progress, self._progress_interval):
+            result = self._execute(session, key, plan)
         after = meter.after()  # also after a failure: partial progress may have committed part of it
         progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s")
-        return result.model_copy(update={"impact": _measured(result.impact, before, after)})
+        return result.model_copy(update={"impact": measured(result.impact, before, after)})
 
     def _table_session(self, key: TableKey) -> SparkSession:
         """A fresh session for this table, after checking that the table exists."""
@@ -213,7 +138,7 @@ class MaintenanceRunner:
             raise MaintenanceError(message) from None
         return session
 
-    def _execute(self, session: SparkSession, key: TableKey, plan: _Plan) -> ActionResult:
+    def _execute(self, session: SparkSession, key: TableKey, plan: ActionPlan) -> ActionResult:
         started = time.monotonic()
         try:
             rows = []
@@ -247,7 +172,7 @@ class MaintenanceRunner:
         )
 
     @staticmethod
-    def _output(plan: _Plan, rows: list[Any]) -> dict[str, int | float | str | None]:
+    def _output(plan: ActionPlan, rows: list[Any]) -> dict[str, int | float | str | None]:
         """The procedure's result row; orphan removal returns one row per file, so it is counted."""
         if plan.action is MaintenanceAction.REMOVE_ORPHAN_FILES:
             return {"orphan_file_count": len(rows)}
@@ -255,7 +180,7 @@ class MaintenanceRunner:
 
     @staticmethod
     def _unrun(
-        plan: _Plan, status: ActionStatus, error: str | None = None, reason: str | None = None
+        plan: ActionPlan, status: ActionStatus, error: str | None = None, reason: str | None = None
     ) -> ActionResult:
         statements = () if status == "skipped" else plan.statements
         return ActionResult(
@@ -266,35 +191,6 @@ class MaintenanceRunner:
             error=error,
             reason=reason,
         )
-
-
-class _StatusMeter:
-    """Reads the table status around each action; the status after one action is the status before
-    the next, so each state is read once, also after a failed action (a failure can follow partial
-    commits). A status that cannot be read leaves the numbers empty: the action's outcome matters more
-    than its measured impact."""
-
-    def __init__(self, read: StatusReader | None, key: TableKey, progress: ProgressSink) -> None:
-        self._read_status = read
-        self._key = key
-        self._progress = progress
-        self._last: TableStatus | None = None
-
-    def _read(self) -> TableStatus | None:
-        if self._read_status is None:
-            return None
-        try:
-            return self._read_status()
-        except IcepackError as error:
-            self._progress(f"table {self._key.text}: status could not be read for the impact: {error}")
-            return None
-
-    def before(self) -> TableStatus | None:
-        return self._last or self._read()
-
-    def after(self) -> TableStatus | None:
-        self._last = self._read()
-        return self._last
 
 
 def _close_catalog(session: SparkSession, catalog: str) -> None:

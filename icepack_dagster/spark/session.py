@@ -142,6 +142,6 @@ def build_spark_session(settings: IcepackSettings) -> SparkSession:
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    # Spark's own warnings and errors go to the JVM's stderr (`log4j2.properties`): a JVM started inside a
+    # Dagster step inherits the step's captured stderr, so they land in the step's compute log.
+    return builder.getOrCreate()

@@ -8,7 +8,9 @@ table's own session; hostile table names are addressed exactly; a missing table 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -40,6 +42,11 @@ MOR = (
 )
 FIVE_DAYS_AGO = time.time() - 5 * 24 * 3600
 YESTERDAY_BUT_ONE_HOUR = (datetime.now(UTC) - timedelta(hours=23)).isoformat()
+PROGRESS = re.compile(
+    r"Spark application (?P<app>\S+): jobs (?P<jobs_done>\d+)/(?P<jobs>\d+) done, "
+    r"stages (?P<stages_done>\d+)/(?P<stages>\d+)(?: \(\d+ skipped\))?, "
+    r"tasks (?P<tasks_done>\d+)/(?P<tasks>\d+)"
+)
 
 
 
@@ -95,6 +102,32 @@ def test_rewrite_data_files_compacts_in_a_session_of_its_own(spark, catalogs: Ca
     assert len(live_files(spark, key)) == 1
     assert table_fingerprint(spark, qualified) == before
     assert spark.conf.get("spark.sql.shuffle.partitions") == shuffle_partitions  # the override did not leak
+
+
+def test_spark_progress_is_reported_while_an_action_runs(spark, catalogs: CatalogSet, namespace) -> None:
+    """Spark's jobs, stages and tasks reach the progress callback from the watching thread while the
+    procedure runs, and once more when it ends with every task done; every line names the application."""
+    key = make_table(spark, namespace, "watched", commits=10)
+    qualified = qualified_table("lake", key)
+    before = table_fingerprint(spark, qualified)
+    lines: list[tuple[str, str]] = []
+
+    [result] = MaintenanceRunner(spark, "lake", progress_interval_seconds=0.1).run(
+        key,
+        [make_action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})],
+        status_before=status_reader(catalogs, key),
+        on_progress=lambda line: lines.append((threading.current_thread().name, line)),
+    )
+
+    assert result.status == "succeeded", result.error
+    progress = [(thread, PROGRESS.fullmatch(line)) for thread, line in lines if PROGRESS.fullmatch(line)]
+    assert any(thread.startswith("spark-progress-") for thread, _ in progress), lines
+    assert {match["app"] for _, match in progress} == {spark.sparkContext.applicationId}
+    last = progress[-1][1]
+    assert int(last["tasks"]) > 0 and last["tasks_done"] == last["tasks"], lines
+    assert last["jobs_done"] == last["jobs"] and last["stages_done"] == last["stages"], lines
+    assert not set(spark.sparkContext.getJobTags())  # the action's tag left with it
+    assert table_fingerprint(spark, qualified) == before
 
 
 def test_rewrite_position_delete_files_merges_delete_files(spark, catalogs: CatalogSet, namespace) -> None:

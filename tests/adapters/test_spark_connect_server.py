@@ -10,6 +10,7 @@ compaction through it must rewrite the files and keep the contents identical.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -97,11 +98,17 @@ def test_compaction_through_a_real_connect_server(connect_server: str, tmp_path:
         key = TableKey(catalog="lake", namespace=("connect",), name="events")
         action = RecommendedAction(action=MaintenanceAction.REWRITE_DATA_FILES, reason="many small files",
                                    priority=1.0, options={"min-input-files": "2"})
-        [result] = MaintenanceRunner(spark, "lake").run(key, [action], now=datetime.now(UTC))
+        lines: list[str] = []
+        [result] = MaintenanceRunner(spark, "lake").run(key, [action], now=datetime.now(UTC),
+                                                         on_progress=lines.append)
         files_after = spark.sql("SELECT count(*) AS n FROM lake.connect.events.files").collect()[0]["n"]
         assert (result.status, result.error) == ("succeeded", None)
         assert files_before == 6 and files_after == 1
         assert table_fingerprint(spark, "lake.connect.events") == before == (120, before[1])
+        # no task progress through Connect: the server's application and the jobs' tag instead
+        told = [line for line in lines if line.startswith("Spark Connect application ")]
+        assert len(told) == 1, lines
+        assert re.search(r"application local-\d+: .* tag icepack-rewrite_data_files-", told[0]), told
     finally:
         spark.stop()
     table = catalog.load_table(("connect", "events"))

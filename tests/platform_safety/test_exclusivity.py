@@ -149,10 +149,11 @@ class _HeldSpark(SparkResource):
     """The real Spark resource; before it hands out its session (the run is inside
     `maintained_table`), it lets the test act while this run maintains the table."""
 
-    def session(self, run_tags=None, table=""):  # type: ignore[no-untyped-def]
+    @property
+    def spark_session(self):  # type: ignore[no-untyped-def]
         while _WHILE_MAINTAINING:
             _WHILE_MAINTAINING.pop()()
-        return super().session(run_tags, table)
+        return super().spark_session
 
 
 _WHILE_MAINTAINING: list[Callable[[], None]] = []

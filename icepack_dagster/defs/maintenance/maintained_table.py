@@ -56,7 +56,7 @@ def maintained_table(
     """
     key = table_key(context.partition_key)
     refuse_concurrent_maintenance(context, context.partition_key)
-    engine = icepack.maintenance_engine(spark, context.run.tags, key.text)
+    engine = icepack.maintenance_engine(spark)
     recommendation = _this_runs_recommendation(context)
     report = engine.maintain(key, recommendation=recommendation, on_progress=context.log.info)
     if report.outcome == "deferred":  # the catalog kept failing, or another maintenance holds the table

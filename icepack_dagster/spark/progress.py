@@ -1,0 +1,175 @@
+"""Spark's progress while one maintenance action runs, told through a plain callback (the run's log).
+
+An Iceberg procedure is one SQL statement that can run for minutes; without this the run log says
+nothing meanwhile. The action's jobs carry a job tag of their own, also shown in Spark's UI (not a job
+group: Iceberg's actions set groups of their own), and a daemon thread polls Spark's status tracker
+for that tag: jobs, stages and tasks done of total. It reports as soon as Spark starts the first job,
+then at most once per interval and only when something moved, and once more when the action ends if
+anything moved since; every line names the Spark application.
+
+A Spark Connect (`sc://`) client has no status tracker: pyspark 3.5's Connect client receives no task
+progress from the server. Its jobs are tagged instead, and one line names the server's application and
+the tag to follow in the server's Spark UI.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+
+from icepack_dagster.spark.session import is_connect_session
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+ProgressSink = Callable[[str], None]
+REPORT_INTERVAL_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class SparkProgress:
+    """What Spark has done for one action so far. Stages a finished job did not need to run (their
+    shuffle output existed) are skipped, as in Spark's UI: neither they nor their tasks count."""
+
+    jobs_done: int = 0
+    jobs: int = 0
+    stages_done: int = 0
+    stages: int = 0
+    stages_skipped: int = 0
+    tasks_done: int = 0
+    tasks: int = 0
+    tasks_failed: int = 0
+
+    def describe(self, application: str) -> str:
+        skipped = f" ({self.stages_skipped} skipped)" if self.stages_skipped else ""
+        failed = f", {self.tasks_failed} failed" if self.tasks_failed else ""
+        return (
+            f"Spark application {application}: jobs {self.jobs_done}/{self.jobs} done, "
+            f"stages {self.stages_done}/{self.stages}{skipped}, tasks {self.tasks_done}/{self.tasks}{failed}"
+        )
+
+
+def read_progress(context: SparkContext, tag: str) -> SparkProgress:
+    """The progress of the jobs tagged `tag`, from Spark's status tracker. A stage not yet submitted
+    has no info: it counts as not done, its tasks as not yet known."""
+    tracker = context.statusTracker()
+    # pyspark 3.5 wraps Java's tracker, which lacks Scala's `getJobIdsForTag` (new in Spark 3.5)
+    tagged = context._jsc.sc().statusTracker().getJobIdsForTag(tag)  # type: ignore[union-attr]
+    jobs = [info for job in tagged if (info := tracker.getJobInfo(job))]
+    needed = {stage for job in jobs if job.status != "SUCCEEDED" for stage in job.stageIds}
+    infos = {stage: tracker.getStageInfo(stage) for job in jobs for stage in job.stageIds}
+    complete = {stage for stage, info in infos.items() if info and info.numCompletedTasks >= info.numTasks}
+    skipped = set(infos) - complete - needed
+    counted = [info for stage, info in infos.items() if info is not None and stage not in skipped]
+    return SparkProgress(
+        jobs_done=sum(job.status == "SUCCEEDED" for job in jobs),
+        jobs=len(jobs),
+        stages_done=len(complete),
+        stages=len(infos) - len(skipped),
+        stages_skipped=len(skipped),
+        tasks_done=sum(info.numCompletedTasks for info in counted),
+        tasks=sum(info.numTasks for info in counted),
+        tasks_failed=sum(info.numFailedTasks for info in counted),
+    )
+
+
+class _Poller(threading.Thread):
+    """Polls the tag's progress and reports it by the rule in the module docstring."""
+
+    def __init__(
+        self, context: SparkContext, tag: str, report: ProgressSink, interval: float, application: str
+    ) -> None:
+        super().__init__(name=f"spark-progress-{tag}", daemon=True)
+        self._context = context
+        self._tag = tag
+        self._report = report
+        self._interval = interval
+        self._application = application
+        self._finished = threading.Event()
+        self.last: SparkProgress | None = None
+
+    def run(self) -> None:
+        reported_at = float("-inf")
+        while not self._finished.wait(min(1.0, self._interval)):
+            progress = self._read()
+            if progress is None:
+                return
+            first = self.last is None and progress.jobs > 0
+            due = time.monotonic() - reported_at >= self._interval
+            if progress.jobs and progress != self.last and (first or due):
+                self._report(progress.describe(self._application))
+                reported_at = time.monotonic()
+                self.last = progress
+
+    def _read(self) -> SparkProgress | None:
+        try:
+            return read_progress(self._context, self._tag)
+        except (Py4JError, PySparkException) as error:  # the context stopped under us: stop reporting
+            logger.debug("Spark progress of %s no longer readable: %s", self._tag, error)
+            return None
+
+    def finish(self) -> SparkProgress | None:
+        self._finished.set()
+        self.join()
+        return self._read()
+
+
+@contextmanager
+def reported_progress(
+    session: SparkSession, action: str, report: ProgressSink, interval: float = REPORT_INTERVAL_SECONDS
+) -> Iterator[None]:
+    """Report Spark's progress on the statements this thread runs in the block through `report`; the
+    jobs' tag names `action`."""
+    tag = f"icepack-{action}-{uuid.uuid4().hex[:8]}"
+    if is_connect_session(session):
+        with _tagged_connect_jobs(session, tag, report):
+            yield
+        return
+    try:
+        context = session.sparkContext
+        application = context.applicationId
+        context.addJobTag(tag)
+    except (Py4JError, PySparkException) as error:  # Spark itself is failing: the action will say so
+        logger.debug("no Spark progress for %s: %s", tag, error)
+        yield
+        return
+    poller = _Poller(context, tag, report, interval, application)
+    poller.start()
+    try:
+        yield
+    finally:
+        final = poller.finish()
+        with suppress(Py4JError):
+            context.removeJobTag(tag)
+        if final is not None and final.jobs and final != poller.last:
+            report(final.describe(application))
+
+
+@contextmanager
+def _tagged_connect_jobs(session: SparkSession, tag: str, report: ProgressSink) -> Iterator[None]:
+    """Tag the block's operations on a Spark Connect server and say where their progress can be seen."""
+    try:
+        application = session.conf.get("spark.app.id") or "unknown"
+    except PySparkException:
+        application = "unknown"
+    session.addTag(tag)
+    report(
+        f"Spark Connect application {application}: the Connect client receives no task progress; "
+        f"the server's Spark UI shows this action's jobs under the tag {tag}"
+    )
+    try:
+        yield
+    finally:
+        session.removeTag(tag)
