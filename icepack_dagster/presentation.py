@@ -11,10 +11,20 @@ from icepack_dagster.domain.policy import EffectivePolicy, explain_policy
 from icepack_dagster.domain.prediction_model import PredictionAccuracy
 from icepack_dagster.domain.recommendation_model import Recommendation
 from icepack_dagster.domain.safety import UnreferencedFiles
-from icepack_dagster.domain.sizes import human_bytes
 from icepack_dagster.domain.status import TableStatus
 
 GROUPS_SHOWN = 20  # rewrite groups listed per action in text; --json has them all
+
+
+def human_bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
 
 
 def human_age(seconds: float | None) -> str:

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from icepack_dagster.domain.health import format_bytes
 from icepack_dagster.domain.health_model import HealthState, TableHealth
-from icepack_dagster.domain.sizes import human_bytes
 
 ATTENTION_ROWS = 500  # the most urgent tables listed; the counts by state cover every table
 _URGENCY = {HealthState.CRITICAL: 0, HealthState.UNKNOWN: 1, HealthState.WARNING: 2, HealthState.HEALTHY: 3}
@@ -82,7 +82,7 @@ def fleet_markdown(summary: FleetSummary) -> str:
         "",
         f"Maintenance: {summary.maintenance_running} running, {summary.maintenance_queued} queued.",
         f"Reclaimed so far: {summary.files_reclaimed_total} files, "
-        f"{human_bytes(summary.bytes_reclaimed_total)}.",
+        f"{format_bytes(summary.bytes_reclaimed_total)}.",
     ]
     if summary.attention_total:
         listed = len(summary.attention)

@@ -19,9 +19,9 @@ from icepack_dagster.defs.materialization_codec.records import (
     table,
 )
 from icepack_dagster.domain.fleet import FleetSummary, TableAttention, fleet_markdown
+from icepack_dagster.domain.health import format_bytes
 from icepack_dagster.domain.health_model import HealthState
 from icepack_dagster.domain.prediction_model import PredictionAccuracy
-from icepack_dagster.domain.sizes import human_bytes
 
 NEEDS_ATTENTION = "needs_attention"
 _ATTENTION_COLUMNS = [
@@ -41,7 +41,7 @@ def _attention_row(row: TableAttention) -> dict[str, Any]:
         "table": row.table,
         "state": row.state.value,
         "issues": ", ".join(row.issues),
-        "size": human_bytes(row.data_bytes),
+        "size": "-" if row.data_bytes is None else format_bytes(row.data_bytes),
         "data_bytes": -1 if row.data_bytes is None else row.data_bytes,
         "quarantined": row.quarantined,
         "last_error": row.last_error or "",

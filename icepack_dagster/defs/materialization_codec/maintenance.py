@@ -22,10 +22,10 @@ from icepack_dagster.defs.materialization_codec.records import (
     record,
     table,
 )
+from icepack_dagster.domain.health import format_bytes
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_impact import MaintenanceImpact, maintenance_impact
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.sizes import human_bytes
 from icepack_dagster.domain.sql_display import readable_sql
 
 
@@ -46,7 +46,7 @@ def _impact_numbers(impact: MaintenanceImpact) -> Metadata:
 def _change(name: str, before: int, after: int) -> str:
     if name.endswith("bytes"):
         label = name.replace("_bytes", " size").replace("_", " ")
-        return f"- {label}: {human_bytes(before)} → {human_bytes(after)}"
+        return f"- {label}: {format_bytes(before)} → {format_bytes(after)}"
     return f"- {name.replace('_', ' ')}: {before} → {after}"
 
 
@@ -54,7 +54,7 @@ def maintenance_markdown(report: MaintenanceReport, impact: MaintenanceImpact) -
     lines = [f"**{report.outcome}** in {impact.duration_seconds:.1f} s", ""]
     lines += [_change(name, before, after) for name, (before, after) in impact.before_after.items()]
     if impact.bytes_reclaimed or impact.files_reclaimed:
-        lines.append(f"- reclaimed: {impact.files_reclaimed} files, {human_bytes(impact.bytes_reclaimed)}")
+        lines.append(f"- reclaimed: {impact.files_reclaimed} files, {format_bytes(impact.bytes_reclaimed)}")
     statements = readable_sql(s for r in report.results for s in r.statements)
     if statements:
         lines += ["", "```sql", *(f"{s};" for s in statements), "```"]

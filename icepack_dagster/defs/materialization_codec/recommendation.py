@@ -17,9 +17,9 @@ from icepack_dagster.defs.materialization_codec.records import (
     record,
     table,
 )
+from icepack_dagster.domain.health import format_bytes
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.recommendation_model import Recommendation
-from icepack_dagster.domain.sizes import human_bytes
 
 
 def history_metadata(history: TableHistory) -> Metadata:
@@ -41,7 +41,7 @@ def recommendation_markdown(recommendation: Recommendation, history: TableHistor
                   "Release with `icepack quarantine release TABLE` or the `release_quarantine` job.", ""]
     if recommendation.actions:
         lines.append(f"**{len(recommendation.actions)} action(s)**, priority {recommendation.priority:.3g}, "
-                     f"about {human_bytes(recommendation.estimated_bytes_to_rewrite)} to rewrite:")
+                     f"about {format_bytes(recommendation.estimated_bytes_to_rewrite)} to rewrite:")
         lines += [f"1. `{a.action.value}`: {a.reason}" for a in recommendation.actions]
     else:
         lines.append("**nothing to do now**")

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import dagster as dg
 from pydantic import BaseModel, ValidationError
 
-from icepack_dagster.domain.sizes import human_bytes
+from icepack_dagster.domain.health import format_bytes
 
 # Bump when a record changes shape or when status is computed differently: health sync then measures every
 # table again instead of ageing statuses an older reader produced (see iceberg/status_tracker.py).
@@ -70,4 +70,4 @@ def byte_count(name: str, value: int) -> Metadata:
     """A byte count twice: `name` as an int the UI plots, `name` with `_size` for `_bytes` as text a
     person reads (`bytes_reclaimed` -> `size_reclaimed`: "1.5 GiB")."""
     readable = name.replace("bytes", "size") if "bytes" in name else f"{name}_size"
-    return {name: dg.MetadataValue.int(value), readable: dg.MetadataValue.text(human_bytes(value))}
+    return {name: dg.MetadataValue.int(value), readable: dg.MetadataValue.text(format_bytes(value))}

@@ -19,7 +19,7 @@ from icepack_dagster.defs.materialization_codec.records import (
     record,
     table,
 )
-from icepack_dagster.domain.sizes import human_bytes
+from icepack_dagster.domain.health import format_bytes
 from icepack_dagster.domain.status import TableStatus
 
 _MIB = 1024 * 1024
@@ -28,10 +28,10 @@ _MIB = 1024 * 1024
 def status_markdown(status: TableStatus) -> str:
     """One paragraph a person reads before the numbers."""
     return (
-        f"**{status.live_data_files} data files** ({human_bytes(status.live_data_bytes)}, "
+        f"**{status.live_data_files} data files** ({format_bytes(status.live_data_bytes)}, "
         f"{status.total_records} records), {status.small_file_count} small; "
         f"{status.live_delete_files} delete files; {status.manifest_count} manifests "
-        f"({human_bytes(status.manifest_bytes)}); {status.snapshot_count} snapshots."
+        f"({format_bytes(status.manifest_bytes)}); {status.snapshot_count} snapshots."
     )
 
 
