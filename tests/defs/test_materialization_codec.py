@@ -174,7 +174,8 @@ def test_maintenance_impact_from_the_report() -> None:
     report_md = md.maintenance_metadata(REPORT, HISTORY)
     assert report_md["data_files_before"].value == 40 and report_md["data_files_after"].value == 1
     assert report_md[md.OUTCOME].value == "succeeded"
-    assert "CALL lake.system.rewrite_data_files(table => 'sales.orders');" in report_md[md.SUMMARY].value
+    assert "CALL lake.system.rewrite_data_files(table => 'sales.orders');" in report_md[md.SQL].value
+    assert "```" not in report_md[md.SUMMARY].value  # the SQL is its own entry, the summary stays short
 
 
 def test_a_readable_size_beside_every_byte_count() -> None:
@@ -224,8 +225,9 @@ def test_sql_shows_each_session_setting_once_and_wraps_long_calls() -> None:
                              (MaintenanceAction.REWRITE_MANIFESTS, manifests))
     )
     report = REPORT.model_copy(update={"results": results})
-    summary = md.maintenance_metadata(report, HISTORY)[md.SUMMARY].value
-    sql = summary[summary.index("```sql") + len("```sql\n") : summary.rindex("```")]
+    block = md.maintenance_metadata(report, HISTORY)[md.SQL].value
+    assert block.startswith("```sql\n") and block.endswith("\n```")
+    sql = block.removeprefix("```sql\n").removesuffix("```")
     assert sql.count(SESSION_SETUP[0]) == 1 and sql.startswith(SESSION_SETUP[0] + ";")
     assert "CALL lake.system.rewrite_data_files(\n  table => '`lake`.`sales`.`orders`',\n" in sql
     assert "  where => 'day NOT IN (\\'2025-01-01, late\\', \\'x)\\')',\n" in sql

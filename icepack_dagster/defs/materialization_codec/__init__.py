@@ -25,6 +25,7 @@ from icepack_dagster.defs.materialization_codec.maintenance import (
     decode_report,
     maintenance_markdown,
     maintenance_metadata,
+    sql_markdown,
 )
 from icepack_dagster.defs.materialization_codec.recommendation import (
     decode_recommendation,
@@ -40,6 +41,7 @@ from icepack_dagster.defs.materialization_codec.records import (
     OUTCOME,
     RECOMMENDATION_JSON,
     REPORT_JSON,
+    SQL,
     STATE,
     STATE_RANK,
     STATUS_ERROR,
@@ -58,10 +60,11 @@ from icepack_dagster.defs.materialization_codec.status import (
 __all__ = [
     "BYTES_RECLAIMED", "CODEC_VERSION", "FILES_RECLAIMED", "FLEET_JSON", "HEALTH_CHECK",
     "HEALTH_CHECK_DESCRIPTION", "HEALTH_JSON", "NEEDS_ATTENTION", "OUTCOME", "RECOMMENDATION_JSON",
-    "REPORT_JSON", "STATE", "STATE_RANK", "STATUS_ERROR", "STATUS_JSON", "SUMMARY", "VERSION", "Metadata",
+    "REPORT_JSON", "SQL", "STATE", "STATE_RANK", "STATUS_ERROR", "STATUS_JSON", "SUMMARY", "VERSION",
+    "Metadata",
     "decode_fleet", "decode_health", "decode_recommendation", "decode_reclaimed", "decode_report",
     "decode_status", "decode_status_error", "fleet_metadata", "health_check_description",
     "health_check_evaluation", "health_check_severity", "health_markdown", "health_metadata",
     "maintenance_markdown", "maintenance_metadata", "recommendation_markdown", "recommendation_metadata",
-    "status_failure_metadata", "status_metadata",
+    "sql_markdown", "status_failure_metadata", "status_metadata",
 ]

@@ -1,6 +1,6 @@
-"""`maintained_table` metadata: the outcome, what changed (numbers to plot, sizes to read), the SQL
-that ran (each session setting once, one argument a line), and the report record the fleet summary
-reads back."""
+"""`maintained_table` metadata: a short summary (the outcome, what changed, sizes to read), the SQL that
+ran in its own entry (each session setting once, one argument a line), numbers to plot, and the report
+record the fleet summary reads back."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from icepack_dagster.defs.materialization_codec.records import (
     FILES_RECLAIMED,
     OUTCOME,
     REPORT_JSON,
+    SQL,
     SUMMARY,
     Metadata,
     byte_count,
@@ -55,10 +56,14 @@ def maintenance_markdown(report: MaintenanceReport, impact: MaintenanceImpact) -
     lines += [_change(name, before, after) for name, (before, after) in impact.before_after.items()]
     if impact.bytes_reclaimed or impact.files_reclaimed:
         lines.append(f"- reclaimed: {impact.files_reclaimed} files, {format_bytes(impact.bytes_reclaimed)}")
-    statements = readable_sql(s for r in report.results for s in r.statements)
-    if statements:
-        lines += ["", "```sql", *(f"{s};" for s in statements), "```"]
     return "\n".join(lines)
+
+
+def sql_markdown(report: MaintenanceReport) -> str | None:
+    """The statements as a `sql` block: each session setting once, long calls one argument a line.
+    Its own entry, so a long script never pushes the summary into a collapsed "[Show Markdown]"."""
+    statements = readable_sql(s for r in report.results for s in r.statements)
+    return "\n".join(["```sql", *(f"{s};" for s in statements), "```"]) if statements else None
 
 
 def maintenance_metadata(report: MaintenanceReport, history: TableHistory) -> Metadata:
@@ -68,8 +73,10 @@ def maintenance_metadata(report: MaintenanceReport, history: TableHistory) -> Me
          "error": r.error or ""}
         for r in report.results
     ]
+    sql = sql_markdown(report)
     return {
         SUMMARY: dg.MetadataValue.md(maintenance_markdown(report, impact)),
+        **({SQL: dg.MetadataValue.md(sql)} if sql else {}),
         OUTCOME: dg.MetadataValue.text(report.outcome),
         "actions": table([("action", "string"), ("status", "string"), ("seconds", "float"),
                           ("error", "string")], rows),

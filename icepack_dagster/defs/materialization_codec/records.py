@@ -24,6 +24,7 @@ FLEET_JSON = "fleet_json"
 STATE = "state"
 STATE_RANK = "state_rank"
 SUMMARY = "summary"
+SQL = "sql"
 BYTES_RECLAIMED = "bytes_reclaimed"
 FILES_RECLAIMED = "files_reclaimed"
 OUTCOME = "outcome"
@@ -33,7 +34,8 @@ Metadata = dict[str, dg.MetadataValue]
 
 def record(key: str, payload: Mapping[str, Any]) -> Metadata:
     """The machine record under `key`, with the codec version. Callers put it last, after the summary
-    and the numbers, so the UI lists what a person reads first and the JSON after it."""
+    and the numbers, so the UI lists what a person reads first and the JSON after it (the UI folds a
+    JSON of 1000 characters or more behind "[Show JSON]"; a smaller one is a line at the bottom)."""
     return {key: dg.MetadataValue.json(dict(payload)), VERSION: dg.MetadataValue.int(CODEC_VERSION)}
 
 
