@@ -52,10 +52,15 @@ query Executions($assetKey: AssetKeyInput!, $partition: String) {
   }
 }
 """
-SCHEDULE_METADATA = """
-query Schedules($selector: RepositorySelector!) {
+INSTIGATORS = """
+query Instigators($selector: RepositorySelector!) {
   schedulesOrError(repositorySelector: $selector) {
     ... on Schedules {
+      results { name metadataEntries { label ... on AssetMetadataEntry { assetKey { path } } } }
+    }
+  }
+  sensorsOrError(repositorySelector: $selector) {
+    ... on Sensors {
       results { name metadataEntries { label ... on AssetMetadataEntry { assetKey { path } } } }
     }
   }
@@ -131,8 +136,11 @@ def test_assets_show_owners_code_version_and_what_materializes_them(ui: Any) -> 
     assert after["partitionDefinition"]["name"] == "iceberg_tables"
     assert {"name": "maintenance_sensor"} in maintained["targetingInstigators"]
     selector = {"repositoryName": "__repository__", "repositoryLocationName": "test_location"}
-    schedules = _query(ui, SCHEDULE_METADATA, selector=selector)["schedulesOrError"]["results"]
-    (sync,) = [s for s in schedules if s["name"] == "health_sync_schedule"]
-    linked = {e["label"]: e["assetKey"]["path"] for e in sync["metadataEntries"]}
-    assert linked == {"materializes table_status": ["table_status"],
-                      "materializes table_health": ["table_health"]}
+    found = _query(ui, INSTIGATORS, selector=selector)
+    instigators = found["schedulesOrError"]["results"] + found["sensorsOrError"]["results"]
+    links = {
+        i["name"]: {e["label"]: e["assetKey"]["path"] for e in i["metadataEntries"] if "assetKey" in e}
+        for i in instigators
+    }
+    expected = {"materializes table_status": ["table_status"], "materializes table_health": ["table_health"]}
+    assert links["health_sync_schedule"] == expected and links["iceberg_table_discovery"] == expected
