@@ -1,11 +1,11 @@
 """What the Dagster UI shows about health, read through Dagster's own GraphQL API (the webserver's
 schema and resolvers, over a real code server that loads the code location, against a real instance):
-after a health sync of a critical and a healthy table, the `healthy` check of `table_health` has one
-result per table (the partitions view lists the critical table as failed with severity ERROR, the
-healthy one as succeeded); a scheduled sync that skips unchanged tables leaves those results as they
-are; `healthy_after_maintenance` is partitioned too; every asset shows its owners and code version; the
-maintenance sensor targets `maintained_table` and the health-sync schedule links the assets it
-materializes."""
+after a health sync of a critical, a warning and a healthy table, the `healthy` check of
+`table_health` has one result per table (the critical table failed with severity ERROR, the warning
+one failed with WARN, the healthy one succeeded); a scheduled sync that skips unchanged tables leaves
+those results as they are; `healthy_after_maintenance` is partitioned too; every asset shows its
+owners and code version; the maintenance sensor targets `maintained_table`, and the health-sync
+schedule and the discovery sensor link the assets their runs materialize."""
 
 from __future__ import annotations
 
@@ -18,8 +18,13 @@ import pytest
 from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
 
 from icepack_dagster import __version__
+from icepack_dagster.definitions import build_definitions
+from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.platform_settings import PlatformSettings
+from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import discover, run_health_sync, small_file_table
+from tests.factories import settings_with_platform
 
 CHECKS = """
 query Checks($assetKey: AssetKeyInput!) {
@@ -100,30 +105,42 @@ def _executions(ui: Any, partition: str) -> list[dict[str, Any]]:
 
 
 def test_the_partitions_view_shows_which_tables_are_unhealthy(
-    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str, ui: Any
+    scoped_settings: IcepackSettings,
+    platform: PlatformSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+    ui: Any,
 ) -> None:
+    # Five snapshots are a backlog worth a warning here (and five small files too few to matter).
+    strict = scoped_settings.model_copy(update={"thresholds": HealthThresholds(snapshot_count_warning=4)})
+    defs = build_definitions(settings_with_platform(strict, platform))
     lake = catalogs.get("lake")
     small_file_table(lake, f"{namespace}.crowded", appends=12)
     small_file_table(lake, f"{namespace}.tidy", appends=1)
-    crowded, tidy = f"lake.{namespace}.crowded", f"lake.{namespace}.tidy"
-    assert discover(defs, instance) == [crowded, tidy]
-    assert run_health_sync(defs, instance, [crowded, tidy]).success
+    small_file_table(lake, f"{namespace}.warm", appends=5)
+    crowded, tidy, warm = (f"lake.{namespace}.{name}" for name in ("crowded", "tidy", "warm"))
+    assert discover(defs, instance) == [crowded, tidy, warm]
+    assert run_health_sync(defs, instance, [crowded, tidy, warm]).success
 
     healthy = _checks(ui, "table_health")["checks"]["healthy"]
     assert healthy["partitionDefinition"]["name"] == "iceberg_tables"
-    assert healthy["partitionStatuses"] == {"succeededPartitions": [tidy], "failedPartitions": [crowded]}
+    expected = {"succeededPartitions": [tidy], "failedPartitions": [crowded, warm]}
+    assert healthy["partitionStatuses"] == expected
     (failed,) = _executions(ui, crowded)
     assert failed["partition"] == crowded and failed["status"] == "FAILED"
     assert failed["evaluation"]["severity"] == "ERROR" and not failed["evaluation"]["success"]
     assert failed["evaluation"]["description"].startswith("critical: SMALL_FILES: ")
+    (warned,) = _executions(ui, warm)
+    assert warned["status"] == "FAILED" and warned["evaluation"]["severity"] == "WARN"
+    assert warned["evaluation"]["description"].startswith("warning: SNAPSHOT_BACKLOG: ")
     (passed,) = _executions(ui, tidy)
     assert passed["status"] == "SUCCEEDED" and passed["evaluation"]["description"] == "healthy: no issue"
 
     # A scheduled sync writes nothing for unchanged tables: their results stand, none is added.
-    assert run_health_sync(defs, instance, [crowded, tidy], writes="changes").success
-    assert len(_executions(ui, crowded)) == 1 and len(_executions(ui, tidy)) == 1
-    again = _checks(ui, "table_health")["checks"]["healthy"]["partitionStatuses"]
-    assert again == {"succeededPartitions": [tidy], "failedPartitions": [crowded]}
+    assert run_health_sync(defs, instance, [crowded, tidy, warm], writes="changes").success
+    assert [len(_executions(ui, table)) for table in (crowded, tidy, warm)] == [1, 1, 1]
+    assert _checks(ui, "table_health")["checks"]["healthy"]["partitionStatuses"] == expected
 
 
 def test_assets_show_owners_code_version_and_what_materializes_them(ui: Any) -> None:
