@@ -12,6 +12,7 @@ result, which still judges its latest materialization and is still true: its hea
 """
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -127,17 +128,14 @@ def sync_tables(
             pairs.append((partition, status_md, health, reason))
     # Another run (a post-maintenance refresh) may have written a newer result meanwhile: keep it.
     newer = _written_since(instance, [pair[0] for pair in pairs], now)
-    written = dict.fromkeys(HealthState, 0)
-    judged: dict[str, TableHealth] = {}
+    judged = {partition: health for partition, _, health, _ in pairs if partition not in newer}
     for partition, status_md, health, reason in pairs:
-        if partition in newer:
-            continue
-        written[health.state] += 1
-        judged[partition] = health
-        _log_pair(context, partition, status_md, health_metadata(health), reason)
+        if partition in judged:
+            _log_pair(context, partition, status_md, health_metadata(health), reason)
     _log_checks(context, judged)
+    written = Counter(health.state for health in judged.values())
     total = sum(written.values())
-    states = ", ".join(f"{n} {state.value}" for state, n in written.items() if n)
+    states = ", ".join(f"{written[state]} {state.value}" for state in HealthState if written[state])
     context.log.info(
         f"wrote status and health for {total} of {len(partitions)} tables"
         + (f" ({states})" if total else "")
