@@ -10,6 +10,7 @@ from __future__ import annotations
 import dagster as dg
 
 from icepack_dagster.defs.alerts.alert_sensor import build_alert_sensor
+from icepack_dagster.defs.asset_keys import with_ownership
 from icepack_dagster.defs.discovery.discovery_sensor import build_discovery_sensor
 from icepack_dagster.defs.fleet.fleet_sensor import build_fleet_sensor
 from icepack_dagster.defs.fleet.fleet_summary import fleet_summary
@@ -39,7 +40,7 @@ def build_definitions(settings: IcepackSettings | None = None) -> dg.Definitions
     settings = settings or load_settings()
     platform = settings.platform
     return dg.Definitions(
-        assets=list(ASSETS),
+        assets=list(dg.map_asset_specs(with_ownership, ASSETS)),
         jobs=list(JOBS),
         schedules=[build_health_sync_schedule(platform), build_housekeeping_schedule(platform)],
         sensors=[

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from icepack_dagster.domain.health import format_bytes
 from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.iceberg_properties import explain_iceberg_layer
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
@@ -17,14 +18,8 @@ GROUPS_SHOWN = 20  # rewrite groups listed per action in text; --json has them a
 
 
 def human_bytes(value: float | None) -> str:
-    if value is None:
-        return "-"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
+    """The domain's byte format (the UI's sizes read the same); `-` for an unknown size."""
+    return "-" if value is None else format_bytes(value)
 
 
 def human_age(seconds: float | None) -> str:

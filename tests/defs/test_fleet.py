@@ -2,8 +2,9 @@
 escaped labels, exact integers, the textfile replaced atomically), served over HTTP from Dagster's
 storage for a cluster to scrape, and the `fleet_summary` asset
 over a real instance: tables by state (a table not measured yet counts as unknown, never healthy),
-quarantined tables with their last error, maintenance runs in flight (the refresh sensor is
-exercised in tests/integration/test_dagster_loop.py)."""
+quarantined tables with their last error, maintenance runs in flight, the tables needing attention as
+a sortable table with readable sizes (the refresh sensor is exercised in
+tests/integration/test_dagster_loop.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,14 @@ from pathlib import Path
 import dagster as dg
 from prometheus_client.parser import text_string_to_metric_families
 
+from icepack_dagster.defs.asset_keys import TABLE_STATUS
+from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.fleet.metrics import serve, write_textfile
+from icepack_dagster.defs.materialization_codec import NEEDS_ATTENTION, decode_status
 from icepack_dagster.domain.fleet import FleetSummary
+from icepack_dagster.domain.health import format_bytes
 from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
@@ -42,6 +48,13 @@ def _summary() -> FleetSummary:
         quarantined={'lake.a."quoted"': "disk full"},
         bytes_reclaimed_total=12_345_678_901_234,
     )
+
+
+def latest_status(instance: dg.DagsterInstance, partition: str) -> TableStatus:
+    record = latest_of(instance, TABLE_STATUS, partition)
+    status = decode_status(metadata_of(record)) if record is not None else None
+    assert status is not None, f"no table_status for {partition}"
+    return status
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -124,5 +137,17 @@ def test_fleet_summary_asset(
     }
     assert metadata["maintenance_running"].value == 0
     assert "1 critical" in metadata["summary"].value
+    attention = metadata[NEEDS_ATTENTION]
+    assert isinstance(attention, dg.TableMetadataValue) and attention.schema is not None
+    assert {c.name: c.type for c in attention.schema.columns}["data_bytes"] == "int"
+    critical, unmeasured = (row.data for row in attention.records)
+    status = latest_status(instance, stuck)
+    assert critical == {
+        "table": stuck, "state": "critical", "issues": "SMALL_FILES",
+        "size": format_bytes(status.live_data_bytes), "data_bytes": status.live_data_bytes,
+        "quarantined": True, "last_error": f"{stuck}: rewrite_data_files: disk full",
+    }
+    assert unmeasured["table"] == f"lake.{namespace}.zz_not_measured_yet" and unmeasured["state"] == "unknown"
+    assert (unmeasured["size"], unmeasured["data_bytes"], unmeasured["quarantined"]) == ("-", -1, False)
     prom = Path(str(platform.fleet_metrics_path)).read_text()
     assert 'icepack_tables{state="unknown"} 1' in prom

@@ -200,8 +200,9 @@ def test_sync_runs_plan_no_materialization_per_table_and_a_click_writes_both_ass
     defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
 ) -> None:
     """The health-sync job records materializations without planning one per table (one stored event
-    per table and asset in Dagster's open-source storages); a click on the assets in the UI runs the
-    multi-asset, which plans them as usual and writes every selected table."""
+    per table and asset in Dagster's open-source storages) and a `healthy` check result per table; a
+    click on the assets in the UI runs the multi-asset, which plans them as usual and writes every
+    selected table with its check result."""
     lake = catalogs.get("lake")
     small_file_table(lake, f"{namespace}.a", appends=1)
     small_file_table(lake, f"{namespace}.b", appends=9)
@@ -209,6 +210,9 @@ def test_sync_runs_plan_no_materialization_per_table_and_a_click_writes_both_ass
 
     sync = run_health_sync(defs, instance, tables)
     assert _planned_events(instance, sync.run_id) == 0 and len(_written(sync)) == 2
+    checks = {(c.partition, c.passed, c.severity) for c in sync.get_asset_check_evaluations()}
+    warn, error = dg.AssetCheckSeverity.WARN, dg.AssetCheckSeverity.ERROR
+    assert checks == {(tables[0], True, warn), (tables[1], False, error)}
 
     clicked = dg.materialize(
         [table_status_and_health], instance=instance, partition_key=tables[1], resources=defs.resources
@@ -219,6 +223,8 @@ def test_sync_runs_plan_no_materialization_per_table_and_a_click_writes_both_ass
         ("table_health", tables[1]), ("table_status", tables[1])
     ]
     assert latest_health(instance, tables[1]).state == "critical"
+    (check,) = clicked.get_asset_check_evaluations()
+    assert (check.check_name, check.partition, check.passed) == ("healthy", tables[1], False)
 
 
 def test_a_sync_of_unknown_tables_names_them(

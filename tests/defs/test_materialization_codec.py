@@ -1,7 +1,10 @@
 """The metadata codec: every record a materialization carries (status, health, recommendation,
 maintenance report, fleet summary) decodes back to the same model, also after a trip through a real
 Dagster instance's event storage; a record from another codec version or missing decodes to None; the
-numbers people plot are numeric metadata; maintenance impact is computed from the report."""
+numbers people plot are numeric metadata, with a readable size beside every byte count; a summary comes
+first and the JSON record last; the SQL shows each session setting once and wraps long calls;
+maintenance impact is computed from the report; the health check fails WARN for warning and ERROR for
+critical or unknown."""
 
 from __future__ import annotations
 
@@ -11,13 +14,16 @@ import dagster as dg
 
 from icepack_dagster.defs import materialization_codec as md
 from icepack_dagster.domain.actions import ActionImpact, ActionResult, MaintenanceAction
-from icepack_dagster.domain.fleet import FleetSummary
+from icepack_dagster.domain.fleet import FleetSummary, TableAttention
+from icepack_dagster.domain.health import unknown_health
 from icepack_dagster.domain.health_model import HealthState, Severity
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_impact import maintenance_impact
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.procedures import SESSION_SETUP, render_call
 from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
 from icepack_dagster.domain.status import FileSizeBucket, TableStatus
+from icepack_dagster.domain.table_key import parse_table_key
 from tests.factories import NOW, make_health, make_issue, make_status
 
 TABLE = "lake.sales.orders"
@@ -115,6 +121,11 @@ def test_records_round_trip_in_memory() -> None:
         by_state={HealthState.CRITICAL: 1},
         table_states={TABLE: HealthState.CRITICAL},
         quarantined={TABLE: "boom"},
+        attention=(
+            TableAttention(table=TABLE, state=HealthState.CRITICAL, issues=("SMALL_FILES",), data_bytes=9,
+                           quarantined=True, last_error="boom"),
+        ),
+        attention_total=1,
     )
     assert md.decode_fleet(md.fleet_metadata(fleet, "/m/icepack.prom")) == fleet
 
@@ -163,7 +174,78 @@ def test_maintenance_impact_from_the_report() -> None:
     report_md = md.maintenance_metadata(REPORT, HISTORY)
     assert report_md["data_files_before"].value == 40 and report_md["data_files_after"].value == 1
     assert report_md[md.OUTCOME].value == "succeeded"
-    assert "rewrite_data_files(table => 'sales.orders')" in report_md[md.SUMMARY].value
+    assert "CALL lake.system.rewrite_data_files(table => 'sales.orders');" in report_md[md.SQL].value
+    assert "```" not in report_md[md.SUMMARY].value  # the SQL is its own entry, the summary stays short
+
+
+def test_a_readable_size_beside_every_byte_count() -> None:
+    status_md = md.status_metadata(status())
+    assert status_md["data_bytes"].value == 40_000 and status_md["data_size"].value == "39.1 KiB"
+    assert status_md["manifest_bytes"].value == 123_456 and status_md["manifest_size"].value == "120.6 KiB"
+    assert "39.1 KiB" in status_md["overview"].value
+    rec_md = md.recommendation_metadata(RECOMMENDATION, HISTORY)
+    assert rec_md["estimated_bytes_to_rewrite"].value == 40_000
+    assert rec_md["estimated_size_to_rewrite"].value == "39.1 KiB"
+    report_md = md.maintenance_metadata(REPORT, HISTORY)
+    assert report_md[md.BYTES_RECLAIMED].value == 1_000 and report_md["size_reclaimed"].value == "1000 B"
+    assert "data size: 39.1 KiB → 38.1 KiB" in report_md[md.SUMMARY].value
+    fleet = FleetSummary(generated_at_epoch=1, tables=0, bytes_reclaimed_total=3 << 30)
+    fleet_md = md.fleet_metadata(fleet, "/m/icepack.prom")
+    assert fleet_md["bytes_reclaimed_total"].value == 3 << 30
+    assert fleet_md["size_reclaimed_total"].value == "3 GiB"
+
+
+def test_summary_first_and_the_json_record_last() -> None:
+    """What a person reads opens each materialization; the machine record closes it."""
+    fleet = FleetSummary(generated_at_epoch=1.0, tables=0)
+    encoded = {
+        md.STATUS_JSON: md.status_metadata(status()),
+        md.HEALTH_JSON: md.health_metadata(HEALTH),
+        md.RECOMMENDATION_JSON: md.recommendation_metadata(RECOMMENDATION, HISTORY),
+        md.REPORT_JSON: md.maintenance_metadata(REPORT, HISTORY),
+        md.FLEET_JSON: md.fleet_metadata(fleet, "/m/icepack.prom"),
+    }
+    for json_key, metadata in encoded.items():
+        keys = list(metadata)
+        assert isinstance(metadata[keys[0]], dg.MarkdownMetadataValue), (json_key, keys[0])
+        assert keys[-2:] == [json_key, md.VERSION], json_key
+        assert [k for k in keys if isinstance(metadata[k], dg.JsonMetadataValue)] == [json_key]
+
+
+def test_sql_shows_each_session_setting_once_and_wraps_long_calls() -> None:
+    key = parse_table_key(TABLE)
+    where = "day NOT IN ('2025-01-01, late', 'x)')"
+    rewrite = render_call("lake", key, MaintenanceAction.REWRITE_DATA_FILES,
+                          {"where": where, "min-input-files": "5"})
+    manifests = render_call("lake", key, MaintenanceAction.REWRITE_MANIFESTS, {})
+    results = tuple(
+        ActionResult(action=action, status="succeeded", statements=(*SESSION_SETUP, call),
+                     duration_seconds=1.0)
+        for action, call in ((MaintenanceAction.REWRITE_DATA_FILES, rewrite),
+                             (MaintenanceAction.REWRITE_MANIFESTS, manifests))
+    )
+    report = REPORT.model_copy(update={"results": results})
+    block = md.maintenance_metadata(report, HISTORY)[md.SQL].value
+    assert block.startswith("```sql\n") and block.endswith("\n```")
+    sql = block.removeprefix("```sql\n").removesuffix("```")
+    assert sql.count(SESSION_SETUP[0]) == 1 and sql.startswith(SESSION_SETUP[0] + ";")
+    assert "CALL lake.system.rewrite_data_files(\n  table => '`lake`.`sales`.`orders`',\n" in sql
+    assert "  where => 'day NOT IN (\\'2025-01-01, late\\', \\'x)\\')',\n" in sql
+    assert "  options => map('min-input-files', '5')\n);" in sql
+    assert f"{manifests};" in sql  # short enough for one line
+    assert md.decode_report(md.maintenance_metadata(report, HISTORY)) == report  # the record keeps them all
+
+
+def test_health_check_fails_warn_for_warning_error_for_critical_or_unknown() -> None:
+    warning = make_health(HealthState.WARNING, make_issue("SNAPSHOT_BACKLOG", Severity.WARNING, 60.0),
+                          table=TABLE)
+    assert md.health_check_severity(HealthState.WARNING) is dg.AssetCheckSeverity.WARN
+    assert md.health_check_severity(HealthState.CRITICAL) is dg.AssetCheckSeverity.ERROR
+    assert md.health_check_severity(HealthState.UNKNOWN) is dg.AssetCheckSeverity.ERROR
+    assert md.health_check_description(HEALTH) == "critical: SMALL_FILES: 40 of 40 data files are small"
+    assert md.health_check_description(warning).startswith("warning: SNAPSHOT_BACKLOG: ")
+    unknown = unknown_health(TABLE, "manifest list unreadable")
+    assert md.health_check_description(unknown) == "unknown: manifest list unreadable"
 
 
 def test_records_round_trip_through_event_storage(instance: dg.DagsterInstance) -> None:

@@ -108,6 +108,7 @@ def test_unhealthy_table_is_maintained_without_a_click(
     )
     (check,) = maintenance.get_asset_check_evaluations()
     assert check.check_name == "healthy_after_maintenance" and check.passed
+    assert check.partition == partition  # one result per table, not one overwriting the last
     (recommended,) = maintenance.asset_materializations_for_node("maintenance_recommendation")
     assert recommended.metadata["needs_work"].value is True
     assert table_fingerprint(spark, qualified) == before

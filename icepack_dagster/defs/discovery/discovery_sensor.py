@@ -13,7 +13,11 @@ sync on the next tick under the same run keys.
 
 import dagster as dg
 
-from icepack_dagster.defs.health_sync.job import health_sync_job, health_sync_requests
+from icepack_dagster.defs.health_sync.job import (
+    HEALTH_SYNC_MATERIALIZES,
+    health_sync_job,
+    health_sync_requests,
+)
 from icepack_dagster.defs.partitions import ICEBERG_TABLES, PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.partition_changes import PartitionChanges, plan_partition_changes
@@ -86,6 +90,7 @@ def build_discovery_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         default_status=default,
         description="Adds a partition for each new Iceberg table and removes dropped ones; never on a "
         "failed or partial listing. New tables get a first health sync at once.",
+        metadata=HEALTH_SYNC_MATERIALIZES,
     )
     def iceberg_table_discovery(
         context: dg.SensorEvaluationContext, icepack: IcepackResource

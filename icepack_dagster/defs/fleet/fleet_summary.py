@@ -4,7 +4,7 @@ import time
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest, latest_per_partition, metadata_of, new_materializations
 from icepack_dagster.defs.fleet.metrics import write_textfile
 from icepack_dagster.defs.maintenance.maintained_table import maintained_table
@@ -12,14 +12,15 @@ from icepack_dagster.defs.materialization_codec import (
     decode_fleet,
     decode_health,
     decode_reclaimed,
+    decode_status,
     fleet_metadata,
 )
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import maintenance_runs
 from icepack_dagster.defs.table_histories import table_histories
-from icepack_dagster.domain.fleet import FleetSummary
-from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.fleet import ATTENTION_ROWS, FleetSummary, TableAttention, needing_attention
+from icepack_dagster.domain.health_model import HealthState, TableHealth
 from icepack_dagster.engine import Engine
 
 _QUEUED = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
@@ -31,14 +32,37 @@ def _maintenance_runs(instance: dg.DagsterInstance, statuses: list[dg.DagsterRun
     return len(instance.get_run_records(filters=maintenance_runs(statuses=statuses)))
 
 
-def _states(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, HealthState]:
-    """Latest health per table; a table not measured yet counts as unknown, never healthy."""
+def _healths(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, TableHealth]:
+    """Latest health of each table that has one."""
     records = latest_per_partition(instance, TABLE_HEALTH, partitions)
-    states = {}
-    for partition in partitions:
-        health = decode_health(metadata_of(records[partition])) if partition in records else None
-        states[partition] = health.state if health is not None else HealthState.UNKNOWN
-    return states
+    decoded = {partition: decode_health(metadata_of(record)) for partition, record in records.items()}
+    return {partition: health for partition, health in decoded.items() if health is not None}
+
+
+def _states(partitions: list[str], healths: dict[str, TableHealth]) -> dict[str, HealthState]:
+    """A table not measured yet counts as unknown, never healthy."""
+    return {p: healths[p].state if p in healths else HealthState.UNKNOWN for p in partitions}
+
+
+def _data_bytes(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, int]:
+    """Live data bytes of the latest status of each given table (those a person is shown)."""
+    sizes = {}
+    for partition, record in latest_per_partition(instance, TABLE_STATUS, partitions).items():
+        status = decode_status(metadata_of(record))
+        if status is not None:
+            sizes[partition] = status.live_data_bytes
+    return sizes
+
+
+def _attention(
+    instance: dg.DagsterInstance,
+    states: dict[str, HealthState],
+    healths: dict[str, TableHealth],
+    quarantined: dict[str, str],
+) -> list[TableAttention]:
+    """The unhealthy and quarantined tables with their sizes (read for those tables only)."""
+    flagged = [p for p, state in states.items() if state is not HealthState.HEALTHY] + list(quarantined)
+    return needing_attention(states, healths, _data_bytes(instance, flagged), quarantined)
 
 
 def _quarantined(engine: Engine, instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, str]:
@@ -63,14 +87,18 @@ def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> t
 
 @dg.asset(deps=[TABLE_HEALTH, maintained_table], group_name="fleet", kinds={"iceberg"})
 def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -> dg.MaterializeResult:
-    """Tables by health state, maintenance pending and running, quarantined tables, and files and bytes
-    reclaimed so far. Also written as Prometheus metrics for node-exporter's textfile collector.
+    """Tables by health state, maintenance pending and running, the tables that need attention
+    (unhealthy or quarantined, as a sortable table with their sizes), and files and bytes reclaimed so
+    far. Also written as Prometheus metrics for node-exporter's textfile collector.
 
     Grain: one materialization per refresh, after each health sync or maintenance run.
     """
     instance = context.instance
     partitions = list(instance.get_dynamic_partitions(PARTITIONS_NAME))
-    states = _states(instance, partitions)
+    healths = _healths(instance, partitions)
+    states = _states(partitions, healths)
+    quarantined = _quarantined(icepack.engine, instance, partitions)
+    attention = _attention(instance, states, healths, quarantined)
     previous_record = latest(instance, FLEET_SUMMARY)
     previous = decode_fleet(metadata_of(previous_record)) if previous_record else None
     files, size, seen = _reclaimed(instance, previous)
@@ -81,10 +109,12 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         table_states=states,
         maintenance_queued=_maintenance_runs(instance, _QUEUED),
         maintenance_running=_maintenance_runs(instance, _RUNNING),
-        quarantined=_quarantined(icepack.engine, instance, partitions),
+        quarantined=quarantined,
         files_reclaimed_total=files,
         bytes_reclaimed_total=size,
         maintenance_events_seen=seen,
+        attention=tuple(attention[:ATTENTION_ROWS]),
+        attention_total=len(attention),
     )
     write_textfile(summary, icepack.metrics_path)
     context.log.info(f"fleet: {summary.tables} tables; metrics written to {icepack.metrics_path}")

@@ -13,11 +13,19 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.health_sync.table_sync import sync_tables
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import batch_tags, observation_tags
 from icepack_dagster.domain.health_sync_writes import SyncWrites
+
+# A schedule or sensor on this op job is not linked to assets by Dagster (only asset jobs are), so each
+# names the assets its runs materialize in its metadata, which the UI shows as links on its page.
+HEALTH_SYNC_MATERIALIZES = {
+    "materializes table_status": dg.MetadataValue.asset(TABLE_STATUS),
+    "materializes table_health": dg.MetadataValue.asset(TABLE_HEALTH),
+}
 
 
 class HealthSyncConfig(dg.Config):

@@ -2,7 +2,11 @@
 
 import dagster as dg
 
-from icepack_dagster.defs.health_sync.job import health_sync_job, health_sync_requests
+from icepack_dagster.defs.health_sync.job import (
+    HEALTH_SYNC_MATERIALIZES,
+    health_sync_job,
+    health_sync_requests,
+)
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.platform_settings import PlatformSettings
 
@@ -16,7 +20,9 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
         cron_schedule=platform.health_sync_cron,
         execution_timezone="UTC",
         default_status=default,
-        description=f"Status and health of every table, {platform.health_sync_batch_size} tables per run.",
+        description=f"Status and health of every table, {platform.health_sync_batch_size} tables per run: "
+        "table_status, table_health and its healthy check, written for tables that changed.",
+        metadata=HEALTH_SYNC_MATERIALIZES,
     )
     def health_sync_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
         partitions = list(context.instance.get_dynamic_partitions(PARTITIONS_NAME))

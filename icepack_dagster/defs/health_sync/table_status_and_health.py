@@ -12,6 +12,7 @@ import dagster as dg
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.health_sync.table_sync import sync_tables
+from icepack_dagster.defs.materialization_codec import HEALTH_CHECK, HEALTH_CHECK_DESCRIPTION
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.resources import IcepackResource
 
@@ -32,17 +33,25 @@ _HEALTH_SPEC = dg.AssetSpec(
     kinds={"iceberg"},
     skippable=True,
     description="Healthy, warning, critical or unknown, with each issue explained; the maintenance "
-    "sensor reads it. Unknown (never healthy) when the status could not be measured.",
+    "sensor reads it. Unknown (never healthy) when the status could not be measured. Its `healthy` "
+    "check fails for every unhealthy table (WARN for warning, ERROR for critical or unknown).",
+)
+HEALTH_CHECK_SPEC = dg.AssetCheckSpec(
+    HEALTH_CHECK, asset=TABLE_HEALTH, partitions_def=ICEBERG_TABLES, description=HEALTH_CHECK_DESCRIPTION
 )
 
 
 @dg.multi_asset(
     specs=[_STATUS_SPEC, _HEALTH_SPEC],
+    check_specs=[HEALTH_CHECK_SPEC],
+    # A range of tables cannot return one check result per table, so the check results are logged
+    # events; Dagster treats a check output as optional only when the step can be subset.
+    can_subset=True,
     partitions_def=ICEBERG_TABLES,
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
 def table_status_and_health(context: dg.AssetExecutionContext, icepack: IcepackResource):  # type: ignore[no-untyped-def]
     """Measure and judge the selected tables; write a `table_status` and a `table_health`
-    materialization for each."""
+    materialization and a `healthy` check result for each."""
     sync_tables(context, icepack, context.partition_keys, only_changes=False)
     yield from ()

@@ -5,10 +5,14 @@
 It reads only tables whose metadata file changed since their last `table_status` (the rest are that
 status with snapshot ages moved to now), judges every table's health, and writes a `table_status` and
 a `table_health` materialization per table: for every table, or (`only_changes`) only for tables whose
-status or health changed or are due a rewrite (see `health_sync_writes`).
+status or health changed or are due a rewrite (see `health_sync_writes`). Each `table_health`
+materialization comes with the result of its partitioned `healthy` check, so the asset's partitions
+and check tab show which tables are unhealthy. A table the sync leaves unwritten keeps its last check
+result, which still judges its latest materialization and is still true: its health did not change.
 """
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -20,6 +24,7 @@ from icepack_dagster.defs.materialization_codec import (
     Metadata,
     decode_health,
     decode_status,
+    health_check_evaluation,
     health_metadata,
     status_failure_metadata,
     status_metadata,
@@ -122,19 +127,32 @@ def sync_tables(
             pairs.append((partition, status_md, health, reason))
     # Another run (a post-maintenance refresh) may have written a newer result meanwhile: keep it.
     newer = _written_since(instance, [pair[0] for pair in pairs], now)
-    written = dict.fromkeys(HealthState, 0)
+    judged = {partition: health for partition, _, health, _ in pairs if partition not in newer}
     for partition, status_md, health, reason in pairs:
-        if partition in newer:
-            continue
-        written[health.state] += 1
-        _log_pair(context, partition, status_md, health_metadata(health), reason)
+        if partition in judged:
+            _log_pair(context, partition, status_md, health_metadata(health), reason)
+    _log_checks(context, judged)
+    written = Counter(health.state for health in judged.values())
     total = sum(written.values())
-    states = ", ".join(f"{n} {state.value}" for state, n in written.items() if n)
+    states = ", ".join(f"{written[state]} {state.value}" for state in HealthState if written[state])
     context.log.info(
         f"wrote status and health for {total} of {len(partitions)} tables"
         + (f" ({states})" if total else "")
         + ("; the others are unchanged since their last materialization" if total < len(partitions) else "")
     )
+
+
+def _log_checks(
+    context: dg.OpExecutionContext | dg.AssetExecutionContext, judged: dict[str, TableHealth]
+) -> None:
+    """The `healthy` check of each table just written, judging that `table_health` materialization
+    (stored when it was logged, so one read finds them all)."""
+    materializations = latest_per_partition(context.instance, TABLE_HEALTH, list(judged))
+    for partition, health in judged.items():
+        if partition in materializations:
+            evaluation = health_check_evaluation(partition, health, materializations[partition])
+            # log_event stores an AssetCheckEvaluation like any event; its type annotation omits it.
+            context.log_event(evaluation)  # type: ignore[arg-type]
 
 
 def _failures_line(failures: dict[str, str]) -> str:

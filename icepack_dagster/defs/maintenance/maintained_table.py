@@ -37,6 +37,7 @@ def _this_runs_recommendation(context: dg.AssetExecutionContext) -> Recommendati
         dg.AssetCheckSpec(
             HEALTH_AFTER_CHECK,
             asset=MAINTAINED_TABLE,
+            partitions_def=ICEBERG_TABLES,  # one result per table, not one overwriting the last
             description="Health measured right after maintenance; warns when the table is still unhealthy",
         )
     ],

@@ -1,0 +1,78 @@
+"""`fleet_summary` metadata: counts by health state to plot, the tables that need attention as a table
+a person sorts (sizes readable and as numbers), prediction accuracy, and the fleet record the next
+summary continues from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import dagster as dg
+
+from icepack_dagster.defs.materialization_codec.records import (
+    FLEET_JSON,
+    SUMMARY,
+    Metadata,
+    byte_count,
+    decode_model,
+    record,
+    table,
+)
+from icepack_dagster.domain.fleet import FleetSummary, TableAttention, fleet_markdown
+from icepack_dagster.domain.health import format_bytes
+from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.prediction_model import PredictionAccuracy
+
+NEEDS_ATTENTION = "needs_attention"
+_ATTENTION_COLUMNS = [
+    ("table", "string"), ("state", "string"), ("issues", "string"), ("size", "string"),
+    ("data_bytes", "int"), ("quarantined", "bool"), ("last_error", "string"),
+]
+_ACCURACY_COLUMNS = [
+    ("action", "string"), ("runs", "int"), ("no_effect_runs", "int"), ("planned_files_in", "int"),
+    ("done_files_in", "int"), ("planned_files_out", "int"), ("done_files_out", "int"),
+    ("planned_bytes_in", "int"), ("done_bytes_in", "int"),
+]
+
+
+def _attention_row(row: TableAttention) -> dict[str, Any]:
+    """Size as text to read and `data_bytes` as a number to sort by (-1 when never measured)."""
+    return {
+        "table": row.table,
+        "state": row.state.value,
+        "issues": ", ".join(row.issues),
+        "size": "-" if row.data_bytes is None else format_bytes(row.data_bytes),
+        "data_bytes": -1 if row.data_bytes is None else row.data_bytes,
+        "quarantined": row.quarantined,
+        "last_error": row.last_error or "",
+    }
+
+
+def fleet_metadata(
+    summary: FleetSummary, metrics_path: str, accuracy: Sequence[PredictionAccuracy] = ()
+) -> Metadata:
+    """The fleet at a glance; `accuracy` is planned against done by action over the recorded runs of
+    every table (the maintenance history's predictions)."""
+    quarantined = [{"table": p, "last_error": e} for p, e in sorted(summary.quarantined.items())]
+    return {
+        SUMMARY: dg.MetadataValue.md(fleet_markdown(summary)),
+        NEEDS_ATTENTION: table(_ATTENTION_COLUMNS, [_attention_row(row) for row in summary.attention]),
+        "tables": dg.MetadataValue.int(summary.tables),
+        **{f"tables_{s.value}": dg.MetadataValue.int(summary.count(s)) for s in HealthState},
+        "maintenance_queued": dg.MetadataValue.int(summary.maintenance_queued),
+        "maintenance_running": dg.MetadataValue.int(summary.maintenance_running),
+        "quarantined_tables": dg.MetadataValue.int(len(summary.quarantined)),
+        "quarantined": table([("table", "string"), ("last_error", "string")], quarantined),
+        "files_reclaimed_total": dg.MetadataValue.int(summary.files_reclaimed_total),
+        **byte_count("bytes_reclaimed_total", summary.bytes_reclaimed_total),
+        "prometheus_file": dg.MetadataValue.path(metrics_path),
+        "prediction_accuracy": table(
+            _ACCURACY_COLUMNS,
+            [{name: getattr(row, name) for name, _ in _ACCURACY_COLUMNS} for row in accuracy],
+        ),
+        **record(FLEET_JSON, summary.model_dump(mode="json")),
+    }
+
+
+def decode_fleet(metadata: Mapping[str, Any]) -> FleetSummary | None:
+    return decode_model(metadata, FLEET_JSON, FleetSummary)
