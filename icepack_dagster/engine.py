@@ -19,7 +19,7 @@ from icepack_dagster.domain.health import assess_health
 from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.policy import EffectivePolicy, Policy, PolicyRule, resolve_policy
+from icepack_dagster.domain.policy import EffectivePolicy, Policy, PolicyRule, in_window, resolve_policy
 from icepack_dagster.domain.prediction_model import PredictionAccuracy
 from icepack_dagster.domain.recommendation import recommend
 from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction
@@ -36,7 +36,7 @@ from icepack_dagster.exceptions import (
     TableNotFoundError,
 )
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
-from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables
+from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables, matches
 from icepack_dagster.iceberg.manifest_reader import ManifestCache
 from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
@@ -191,13 +191,40 @@ class Engine:
         status: TableStatus | None = None,
         health: TableHealth | None = None,
         now: datetime | None = None,
+        force: bool = False,
     ) -> Recommendation:
-        """Raises InvalidPolicyError (naming table and field) when the table's policy is invalid."""
+        """Raises InvalidPolicyError (naming table and field) when the table's policy is invalid.
+        `force` ignores the cadence, never a safety gate (see `domain/recommendation.py`)."""
         now = now or utc_now()
         status = status or self.status(key, now)
         health = health or self.health(status)
         policy = self.policy(key, status.properties).policy
-        return recommend(status, health, policy, self.history(key, policy), now)
+        return recommend(status, health, policy, self.history(key, policy), now, ignore_cadence=force)
+
+    def unmanaged_reason(self, key: TableKey) -> str | None:
+        """Why `key` is not a table icepack manages (unknown catalog, outside include/exclude), or None.
+        Whether the table exists is `table_exists`, a catalog call."""
+        if key.catalog not in self.catalogs.names:
+            return f"no catalog named {key.catalog!r} is configured ({', '.join(self.catalogs.names)})"
+        if not matches(key, self.settings.include, self.settings.exclude):
+            return "it matches no include pattern, or an exclude pattern, of the settings"
+        return None
+
+    def table_exists(self, key: TableKey) -> bool:
+        return self.catalogs.get(key.catalog).table_exists(key.identifier)
+
+    def window_refusal(self, key: TableKey, now: datetime | None = None) -> str | None:
+        """Why maintenance may not start now (outside every maintenance window of the table's policy),
+        or None. Reads only the table's properties; a dropped table is maintenance's to report."""
+        try:
+            properties = dict(load_table(self.catalogs.get(key.catalog), key).properties)
+        except TableNotFoundError:
+            return None
+        policy = self.policy(key, properties).policy
+        if in_window(policy, now or utc_now()):
+            return None
+        windows = "; ".join(w.text for w in policy.windows)
+        return f"outside its maintenance window ({windows}, UTC)"
 
     def accuracy(self, table: TableKey | None = None) -> tuple[PredictionAccuracy, ...]:
         """Planned against done, per action, over the fleet's (or one table's) recorded predictions."""
@@ -219,8 +246,10 @@ class Engine:
         dry_run: bool = False,
         only: Sequence[MaintenanceAction] | None = None,
         on_progress: Progress | None = None,
+        force: bool = False,
     ) -> MaintenanceReport:
-        """Run the recommended actions (or the subset `only`) on Spark and record the outcome.
+        """Run the recommended actions (or the subset `only`) on Spark and record the outcome; `force`
+        plans past the cadence (when no `recommendation` is given), never past a safety gate.
 
         The table's lease is taken first (not for a dry run): while another maintenance, from the CLI
         or the platform, holds it, nothing runs and the outcome is `deferred`. A table dropped since it
@@ -233,7 +262,7 @@ class Engine:
         known = recommendation
         try:
             with nullcontext() if dry_run else self.leases.hold(key.text, self.lease_holder):
-                return self._plan_and_run(key, started, recommendation, dry_run, only, on_progress)
+                return self._plan_and_run(key, started, recommendation, dry_run, only, on_progress, force)
         except TableLeaseHeldError as error:  # another maintenance is at it: try again later
             return self._unrun(key, started, known, only, "deferred", _bounded(str(error)))
 
@@ -245,12 +274,13 @@ class Engine:
         dry_run: bool,
         only: Sequence[MaintenanceAction] | None,
         on_progress: Progress | None,
+        force: bool = False,
     ) -> MaintenanceReport:
         """`maintain` once the table is ours: plan on fresh status, run, record."""
         known = recommendation
         try:
             status = self.status(key, started)
-            known = recommendation or self.recommend(key, status, now=started)
+            known = recommendation or self.recommend(key, status, now=started, force=force)
             return self._run(key, started, status, known, dry_run, only, on_progress)
         except TableNotFoundError as error:
             reason = f"{TABLE_GONE}: {error}; nothing was run"

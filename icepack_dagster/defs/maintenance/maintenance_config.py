@@ -1,0 +1,37 @@
+"""What a person may ask of one maintenance run, as run config of `maintained_table` (the launchpad and
+Materialize's config editor show each field with its description). The sensor's runs use the defaults:
+maintain what is recommended, within cadence and window."""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field
+
+from icepack_dagster.domain.actions import MaintenanceAction
+
+
+class MaintenanceConfig(dg.Config):
+    """Dry run, force and a subset of actions for one table's maintenance run."""
+
+    dry_run: bool = Field(
+        default=False,
+        description="Show exactly what would run (each action and its Spark SQL) and change nothing: "
+        "no Spark session, no table lease, nothing recorded in the maintenance history.",
+    )
+    force: bool = Field(
+        default=False,
+        description="Run even when the table's cadence has not elapsed or it is outside its maintenance "
+        "window. Never overrides a safety gate: the orphan age floor, gc.enabled=false, a disabled "
+        "action, or quarantine (release it first with the release_quarantine_job).",
+    )
+    actions: list[MaintenanceAction] = Field(
+        default_factory=list,
+        description="Only these actions, of those recommended (rewrite_data_files, "
+        "rewrite_position_delete_files, rewrite_manifests, expire_snapshots, remove_orphan_files); "
+        "empty: every recommended action.",
+    )
+
+    @property
+    def only(self) -> list[MaintenanceAction] | None:
+        """The engine's `only`: None for every recommended action."""
+        return list(self.actions) or None
