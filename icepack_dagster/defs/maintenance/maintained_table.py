@@ -122,8 +122,8 @@ def why_nothing_changed(report: MaintenanceReport, config: MaintenanceConfig) ->
     """For a run that changed nothing, the reason in one line; None when it changed the table."""
     if report.outcome == "dry_run":
         planned = [r for r in report.results if r.status == "dry_run"]
-        return (f"dry run: {len(planned)} action(s) would run ({', '.join(r.action for r in planned)}); "
-                "the SQL is below; nothing was changed")
+        return (f"{len(planned)} action(s) would run ({', '.join(r.action for r in planned)}); their SQL "
+                "is in the summary; nothing was changed")
     if report.outcome != "nothing_to_do":
         return None
     reasons = [f"{r.action}: {r.reason}" for r in report.results if r.reason]

@@ -5,7 +5,7 @@ maintain what is recommended, within cadence and window."""
 from __future__ import annotations
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from icepack_dagster.domain.actions import MaintenanceAction
 
@@ -24,14 +24,23 @@ class MaintenanceConfig(dg.Config):
         "window. Never overrides a safety gate: the orphan age floor, gc.enabled=false, a disabled "
         "action, or quarantine (release it first with the release_quarantine_job).",
     )
-    actions: list[MaintenanceAction] = Field(
+    actions: list[str] = Field(
         default_factory=list,
-        description="Only these actions, of those recommended (rewrite_data_files, "
-        "rewrite_position_delete_files, rewrite_manifests, expire_snapshots, remove_orphan_files); "
-        "empty: every recommended action.",
+        description="Only these actions, of those recommended: "
+        f"{', '.join(a.value for a in MaintenanceAction)}. Empty: every recommended action.",
     )
+
+    @field_validator("actions")
+    @classmethod
+    def _known_actions(cls, actions: list[str]) -> list[str]:
+        known = {a.value for a in MaintenanceAction}
+        unknown = [a for a in actions if a not in known]
+        if unknown:
+            names = ", ".join(map(repr, unknown))
+            raise ValueError(f"actions: {names} not one of {', '.join(sorted(known))}")
+        return actions
 
     @property
     def only(self) -> list[MaintenanceAction] | None:
         """The engine's `only`: None for every recommended action."""
-        return list(self.actions) or None
+        return [MaintenanceAction(a) for a in self.actions] or None
