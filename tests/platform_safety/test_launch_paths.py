@@ -172,14 +172,16 @@ def test_materialize_backfill_and_sensor_wait_for_their_table_and_the_cap(
         def backfill_runs() -> dict[str, str] | None:
             runs = {r.dagster_run.tags.get(PARTITION_TAG): i for i, r in _maintenance_runs(instance).items()
                     if i != materialized}
-            return runs if len(runs) == 2 else None
+            submitted = all(_status(instance, i) != dg.DagsterRunStatus.NOT_STARTED for i in runs.values())
+            return runs if len(runs) == 2 and submitted else None
         backfilled = wait_until(backfill_runs, "the backfill's two runs", timeout=300)
         wait_until(lambda: _status(instance, backfilled[orders]) in ACTIVE, "the backfill's run of orders")
 
         (gate / "sensor").touch()
         def sensor_run() -> str | None:
             runs = _maintenance_runs(instance)
-            return next((i for i, r in runs.items() if r.dagster_run.job_name == "maintenance"), None)
+            return next((i for i, r in runs.items() if r.dagster_run.job_name == "maintenance"
+                         and r.dagster_run.status != dg.DagsterRunStatus.NOT_STARTED), None)
         sensed = wait_until(sensor_run, "the sensor's run")
 
         watch_until = time.monotonic() + 10  # ten dequeue intervals: they keep waiting
