@@ -82,8 +82,8 @@ def maintained_table(
         force=config.force,
     )
     if report.outcome == "deferred":  # the catalog kept failing, or another maintenance holds the table
-        reason = next((r.reason for r in report.results if r.reason), "deferred")
-        return _nothing_ran(context, report, engine.history(key), "deferred", reason)
+        held = next((r.reason for r in report.results if r.reason), "deferred")
+        return _nothing_ran(context, report, engine.history(key), "deferred", held)
     try:
         status_after = engine.status(key)
     except TableNotFoundError as error:
@@ -133,8 +133,10 @@ def why_nothing_changed(report: MaintenanceReport, config: MaintenanceConfig) ->
 
 def _headed(outcome: str, reason: str | None) -> dict[str, dg.MetadataValue]:
     """The first metadata entries, which the UI lists first: the outcome, and why nothing changed."""
-    head = {OUTCOME: dg.MetadataValue.text(outcome)}
-    return head | ({"why": dg.MetadataValue.text(reason)} if reason is not None else {})
+    head: dict[str, dg.MetadataValue] = {OUTCOME: dg.MetadataValue.text(outcome)}
+    if reason is not None:
+        head["why"] = dg.MetadataValue.text(reason)
+    return head
 
 
 def _tag_outcome(context: dg.AssetExecutionContext, outcome: str, reason: str | None) -> None:
