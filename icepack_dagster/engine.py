@@ -215,12 +215,13 @@ class Engine:
 
     def window_refusal(self, key: TableKey, now: datetime | None = None) -> str | None:
         """Why maintenance may not start now (outside every maintenance window of the table's policy),
-        or None. Reads only the table's properties; a dropped table is maintenance's to report."""
+        or None. Reads only the table's properties; a table that is gone, unreadable, behind an
+        unreachable catalog or with an invalid policy is `maintain`'s to report (it defers or fails)."""
         try:
             properties = dict(load_table(self.catalogs.get(key.catalog), key).properties)
-        except TableNotFoundError:
+            policy = self.policy(key, properties).policy
+        except IcepackError:
             return None
-        policy = self.policy(key, properties).policy
         if in_window(policy, now or utc_now()):
             return None
         windows = "; ".join(w.text for w in policy.windows)
