@@ -21,5 +21,6 @@ maintenance_job = dg.define_asset_job(
         run_config_for_partition_key_fn=lambda _partition: {},
         tags_for_partition_key_fn=maintenance_tags,
     ),
-    description="Recommend and run maintenance for one table (one partition per run).",
+    description="Recommend and run maintenance for one table (one partition per run). Run config of "
+    "maintained_table: dry_run, force, actions.",
 )
