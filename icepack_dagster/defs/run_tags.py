@@ -1,8 +1,12 @@
 """Run tags and the run filters over them: the contract between the sensors, the queued run
 coordinator's limits in dagster.yaml, and anyone filtering runs in the UI.
 
-`icepack/table` (limit 1 per unique value) makes maintenance of one table exclusive; `icepack/kind`
-separates maintenance from observation so status and health runs never wait behind maintenance.
+Dagster tags every one-partition run `dagster/partition=<table>`, whoever launched it (sensor,
+Materialize, launchpad, backfill, GraphQL): its limit of 1 per unique value makes runs of one table
+exclusive. The maintenance cap is the `icepack_maintenance` pool of `maintained_table` (granularity
+run: a run waits in the queue for a slot). `icepack/kind` separates maintenance from observation so
+status and health runs never wait behind maintenance; `icepack/outcome`, added when a maintenance
+ends, shows in the runs list what it did, or why it did nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ KIND_TAG = "icepack/kind"
 MAINTENANCE = "maintenance"
 OBSERVATION = "observation"
 HEALTH_EVENT_TAG = "icepack/health_event"
+OUTCOME_TAG = "icepack/outcome"
+MAINTENANCE_POOL = "icepack_maintenance"
 BATCH_TAG = "icepack/batch"
 # Dagster's own run tags (public names in its docs): retries, and the partition of a one-partition run.
 MAX_RETRIES_TAG = "dagster/max_retries"

@@ -284,12 +284,18 @@ def _no_effect_gate(action: MaintenanceAction, status: TableStatus, history: Tab
 
 
 def recommend(
-    status: TableStatus, health: TableHealth, policy: Policy, history: TableHistory, now: datetime
+    status: TableStatus,
+    health: TableHealth,
+    policy: Policy,
+    history: TableHistory,
+    now: datetime,
+    ignore_cadence: bool = False,
 ) -> Recommendation:
     """What to run on this table now, in ACTION_ORDER, and why each other action is left out.
 
     Maintenance windows are not checked here: `in_window` gates when a run may start, so a
-    recommendation can be shown at any time.
+    recommendation can be shown at any time. `ignore_cadence` (a person's forced run) drops only the
+    cadence gate: quarantine, disabled actions, gc.enabled and the orphan age floor still hold.
     """
     now = _utc(now)
     gate = _table_gate(status, health, policy, history)
@@ -310,7 +316,7 @@ def recommend(
         else:
             reason = (
                 unreadable_for(action, status.properties)
-                or _cadence_gate(action, policy, history, now)
+                or (None if ignore_cadence else _cadence_gate(action, policy, history, now))
                 or _no_effect_gate(action, status, history)
             )
         if reason is None:

@@ -55,13 +55,14 @@ def run_maintenance(
     dry_run: bool,
     only: Sequence[MaintenanceAction] | None,
     on_progress: Progress | None,
+    force: bool = False,
 ) -> MaintenanceReport:
     """`Engine.maintain`: the lease first (not for a dry run); while another maintenance holds it,
     nothing runs and the outcome is `deferred`."""
     started = utc_now()
     try:
         with nullcontext() if dry_run else engine.leases.hold(key.text, engine.lease_holder):
-            return _plan_and_run(engine, key, started, recommendation, dry_run, only, on_progress)
+            return _plan_and_run(engine, key, started, recommendation, dry_run, only, on_progress, force)
     except TableLeaseHeldError as error:  # another maintenance is at it: try again later
         return _unrun(key, started, recommendation, only, "deferred", _bounded(str(error)))
 
@@ -74,12 +75,13 @@ def _plan_and_run(
     dry_run: bool,
     only: Sequence[MaintenanceAction] | None,
     on_progress: Progress | None,
+    force: bool = False,
 ) -> MaintenanceReport:
     """The maintenance once the table is ours: plan on fresh status, run, record."""
     known = recommendation
     try:
         status = engine.status(key, started)
-        known = recommendation or engine.recommend(key, status, now=started)
+        known = recommendation or engine.recommend(key, status, now=started, force=force)
         return _run(engine, key, started, status, known, dry_run, only, on_progress)
     except TableNotFoundError as error:
         reason = f"{TABLE_GONE}: {error}; nothing was run"

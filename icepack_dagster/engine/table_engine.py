@@ -16,7 +16,7 @@ from icepack_dagster.domain.health import assess_health
 from icepack_dagster.domain.health_model import TableHealth
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.policy import EffectivePolicy, Policy, PolicyRule, resolve_policy
+from icepack_dagster.domain.policy import EffectivePolicy, Policy, PolicyRule, in_window, resolve_policy
 from icepack_dagster.domain.prediction_model import PredictionAccuracy
 from icepack_dagster.domain.recommendation import recommend
 from icepack_dagster.domain.recommendation_model import Recommendation
@@ -26,7 +26,7 @@ from icepack_dagster.domain.table_key import TableKey, resolve_table_argument
 from icepack_dagster.engine.maintenance_run import Progress, run_maintenance, utc_now
 from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
-from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables
+from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables, matches
 from icepack_dagster.iceberg.manifest_cache import ManifestCache
 from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
@@ -172,13 +172,41 @@ class Engine:
         status: TableStatus | None = None,
         health: TableHealth | None = None,
         now: datetime | None = None,
+        force: bool = False,
     ) -> Recommendation:
-        """Raises InvalidPolicyError (naming table and field) when the table's policy is invalid."""
+        """Raises InvalidPolicyError (naming table and field) when the table's policy is invalid.
+        `force` ignores the cadence, never a safety gate (see `domain/recommendation.py`)."""
         now = now or utc_now()
         status = status or self.status(key, now)
         health = health or self.health(status)
         policy = self.policy(key, status.properties).policy
-        return recommend(status, health, policy, self.history(key, policy), now)
+        return recommend(status, health, policy, self.history(key, policy), now, ignore_cadence=force)
+
+    def unmanaged_reason(self, key: TableKey) -> str | None:
+        """Why `key` is not a table icepack manages (unknown catalog, outside include/exclude), or None.
+        Whether the table exists is `table_exists`, a catalog call."""
+        if key.catalog not in self.catalogs.names:
+            return f"no catalog named {key.catalog!r} is configured ({', '.join(self.catalogs.names)})"
+        if not matches(key, self.settings.include, self.settings.exclude):
+            return "it matches no include pattern, or an exclude pattern, of the settings"
+        return None
+
+    def table_exists(self, key: TableKey) -> bool:
+        return self.catalogs.get(key.catalog).table_exists(key.identifier)
+
+    def window_refusal(self, key: TableKey, now: datetime | None = None) -> str | None:
+        """Why maintenance may not start now (outside every maintenance window of the table's policy),
+        or None. Reads only the table's properties; a table that is gone, unreadable, behind an
+        unreachable catalog or with an invalid policy is `maintain`'s to report (it defers or fails)."""
+        try:
+            properties = dict(load_table(self.catalogs.get(key.catalog), key).properties)
+            policy = self.policy(key, properties).policy
+        except IcepackError:
+            return None
+        if in_window(policy, now or utc_now()):
+            return None
+        windows = "; ".join(w.text for w in policy.windows)
+        return f"outside its maintenance window ({windows}, UTC)"
 
     def accuracy(self, table: TableKey | None = None) -> tuple[PredictionAccuracy, ...]:
         """Planned against done, per action, over the fleet's (or one table's) recorded predictions."""
@@ -200,8 +228,10 @@ class Engine:
         dry_run: bool = False,
         only: Sequence[MaintenanceAction] | None = None,
         on_progress: Progress | None = None,
+        force: bool = False,
     ) -> MaintenanceReport:
-        """Run the recommended actions (or the subset `only`) on Spark and record the outcome.
+        """Run the recommended actions (or the subset `only`) on Spark and record the outcome; `force`
+        plans past the cadence (when no `recommendation` is given), never past a safety gate.
 
         The table's lease is taken first (not for a dry run): while another maintenance, from the CLI
         or the platform, holds it, nothing runs and the outcome is `deferred`. A table dropped since it
@@ -210,4 +240,4 @@ class Engine:
         table Spark cannot open fails its actions with the error, recorded like any failure; a catalog
         that stays unreachable after retries defers them (outcome `deferred`), unrecorded, since it is
         no fault of the table."""
-        return run_maintenance(self, key, recommendation, dry_run, only, on_progress)
+        return run_maintenance(self, key, recommendation, dry_run, only, on_progress, force)

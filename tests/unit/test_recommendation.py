@@ -55,9 +55,11 @@ def run(
     past: TableHistory | None = None,
     now: datetime = NOW,
     health: TableHealth | None = None,
+    force: bool = False,
 ) -> Recommendation:
     health = health or assess_health(status, HealthThresholds())
-    return recommend(status, health, policy or Policy(), past or TableHistory.empty(status.table), now)
+    past = past or TableHistory.empty(status.table)
+    return recommend(status, health, policy or Policy(), past, now, ignore_cadence=force)
 
 
 def decisions(r: Recommendation) -> dict[MaintenanceAction, RecommendedAction | SkippedAction]:
@@ -306,6 +308,24 @@ def test_cadence_not_elapsed_says_when_it_last_ran() -> None:
     naive = history(last_succeeded={A.REWRITE_DATA_FILES: datetime(2025, 3, 14, 10, 0)})
     naive_run = run(make_status(**small_files(80)), past=naive)
     assert "last ran 2.0 h ago" in skip_reason(naive_run, A.REWRITE_DATA_FILES)
+
+
+def test_ignoring_the_cadence_drops_only_the_cadence_gate() -> None:
+    """A person's forced run: past the cadence, never past quarantine, gc.enabled or a disabled action."""
+    status = make_status(**small_files(80), snapshot_count=50, oldest_snapshot_age_seconds=900_000.0)
+    ran = history(last_succeeded={a: NOW - timedelta(hours=1) for a in ACTION_ORDER})
+    assert not recommended(run(status, past=ran)), "the cadence gate did not hold without force"
+    forced = recommended(run(status, past=ran, force=True))
+    assert {A.REWRITE_DATA_FILES, A.EXPIRE_SNAPSHOTS, A.REMOVE_ORPHAN_FILES} <= set(forced)
+    unforced_orphans = recommended(run(status))[A.REMOVE_ORPHAN_FILES]
+    assert forced[A.REMOVE_ORPHAN_FILES].options == unforced_orphans.options, "the orphan age floor moved"
+
+    quarantined = history(consecutive_failures=3, last_error=DISK_FULL, quarantined=True)
+    assert run(status, past=quarantined, force=True).actions == ()
+    gc_off = run(status.model_copy(update={"properties": {"gc.enabled": "false"}}), past=ran, force=True)
+    assert all(skip_reason(gc_off, action) == gc_disabled_reason("false") for action in DESTRUCTIVE)
+    off = run(status, Policy(actions={A.REWRITE_DATA_FILES: False}), ran, force=True)
+    assert skip_reason(off, A.REWRITE_DATA_FILES).startswith("disabled by policy")
 
 
 # Iceberg reads gc.enabled with Java's Boolean.parseBoolean: only "true", in any letter case, is true.

@@ -1,9 +1,9 @@
 """One maintenance per table, also for runs that never pass the run queue.
 
-The queued run coordinator's `icepack/table` limit is the guard for every queued run (the maintenance
-job tags each of its runs with its table, whoever launches it). A run executed in process
-(`dagster asset materialize`, `execute_in_process`), an ad-hoc materialization from the asset graph,
-or an instance without the queued coordinator is not held by it; so `maintained_table` checks the
+The queued run coordinator's `dagster/partition` limit is the guard for every queued run (Dagster
+tags each one-partition run with its partition, whoever launches it). A run executed in process
+(`dagster asset materialize`, `execute_in_process`) or an instance without the queued coordinator is
+not held by it; so `maintained_table` checks the
 instance before it touches Spark: when another run of the same table is inside its own
 `maintained_table` step and entered it first (lower event storage id), this run refuses. Of two
 overlapping runs, the later one refuses; the queue stays the guard that never lets both start.

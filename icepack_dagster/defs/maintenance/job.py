@@ -1,7 +1,8 @@
 """The `maintenance` job: recommend and run maintenance for one table, one partition per run.
 
-Every run carries its table's run tags, whoever launched it (sensor, launchpad, backfill), so the run
-coordinator's one-per-table limit holds for all of them, not only the sensor's.
+Every run of it carries icepack's run tags for its table (`maintenance_tags`), whoever launched it. The
+run queue's limits do not depend on them: Dagster's `dagster/partition` tag and the `icepack_maintenance`
+pool of `maintained_table` hold `__ASSET_JOB` runs (Materialize, backfills) the same way.
 """
 
 import dagster as dg
@@ -20,5 +21,6 @@ maintenance_job = dg.define_asset_job(
         run_config_for_partition_key_fn=lambda _partition: {},
         tags_for_partition_key_fn=maintenance_tags,
     ),
-    description="Recommend and run maintenance for one table (one partition per run).",
+    description="Recommend and run maintenance for one table (one partition per run). Run config of "
+    "maintained_table: dry_run, force, actions.",
 )

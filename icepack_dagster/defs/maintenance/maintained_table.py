@@ -5,19 +5,23 @@ import dagster as dg
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.maintenance.exclusivity import refuse_concurrent_maintenance
+from icepack_dagster.defs.maintenance.maintenance_config import MaintenanceConfig
 from icepack_dagster.defs.maintenance.maintenance_recommendation import maintenance_recommendation
+from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.maintenance.unreferenced_report import unreferenced_metadata
-from icepack_dagster.defs.materialization_codec import decode_recommendation, maintenance_metadata
-from icepack_dagster.defs.partitions import ICEBERG_TABLES, table_key
+from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommendation, maintenance_metadata
+from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
+from icepack_dagster.defs.run_tags import MAINTENANCE_POOL, OUTCOME_TAG
 from icepack_dagster.domain.health_model import HealthState, state_rank
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation_model import Recommendation
-from icepack_dagster.engine import TABLE_GONE
+from icepack_dagster.engine import TABLE_GONE, utc_now
 from icepack_dagster.exceptions import TableNotFoundError
 
 HEALTH_AFTER_CHECK = "healthy_after_maintenance"
+_MAX_TAG = 250  # run tags are for the runs list; the whole reason is in the metadata
 
 
 def _this_runs_recommendation(context: dg.AssetExecutionContext) -> Recommendation | None:
@@ -33,6 +37,7 @@ def _this_runs_recommendation(context: dg.AssetExecutionContext) -> Recommendati
     deps=[maintenance_recommendation],
     group_name="iceberg_tables",
     kinds={"iceberg", "spark"},
+    pool=MAINTENANCE_POOL,
     check_specs=[
         dg.AssetCheckSpec(
             HEALTH_AFTER_CHECK,
@@ -43,33 +48,53 @@ def _this_runs_recommendation(context: dg.AssetExecutionContext) -> Recommendati
     ],
 )
 def maintained_table(
-    context: dg.AssetExecutionContext, icepack: IcepackResource, spark: SparkResource
+    context: dg.AssetExecutionContext,
+    config: MaintenanceConfig,
+    icepack: IcepackResource,
+    spark: SparkResource,
 ) -> dg.MaterializeResult:
     """Runs the recommended Iceberg procedures (compaction, delete rewrite, manifest rewrite, snapshot
     expiry, orphan removal) for one table and reports what changed: files and bytes before and after,
-    snapshots expired, orphans removed, duration, the exact SQL.
+    snapshots expired, orphans removed, duration, the exact SQL. Run config: `dry_run`, `force`,
+    `actions`.
 
-    Grain: one materialization per maintenance run of the table (one table per run; the run tag
-    `icepack/table` keeps two maintenances of a table from overlapping; a run that bypassed the queue
-    refuses while another run maintains the table). A failed action fails the run,
-    is recorded in history, and after `quarantine_after_failures` failures in a row the table is
-    quarantined.
+    Grain: one materialization per maintenance run of the table (one table per run). Whoever launches
+    it, the run queue holds it while another run of the table runs (`dagster/partition`) or the
+    `icepack_maintenance` pool is full; a run that bypassed the queue refuses while another run
+    maintains the table. A partition key that is not a discovered table is refused. A failed action
+    fails the run, is recorded in history, and after `quarantine_after_failures` failures in a row the
+    table is quarantined. The outcome, and why nothing ran when nothing did, heads the metadata and is
+    the run's `icepack/outcome` tag.
     """
-    key = table_key(context.partition_key)
+    key = discovered_table(context, icepack.engine)
     refuse_concurrent_maintenance(context, context.partition_key)
     engine = icepack.maintenance_engine(spark)
-    recommendation = _this_runs_recommendation(context)
-    report = engine.maintain(key, recommendation=recommendation, on_progress=context.log.info)
+    window = None if config.force else engine.window_refusal(key)
+    if window is not None:
+        report = MaintenanceReport(table=key.text, started_at=utc_now(), finished_at=utc_now())
+        return _nothing_ran(context, report, engine.history(key), "nothing_to_do", f"{window}; force: true "
+                            "runs it anyway")
+    recommendation = None if config.force else _this_runs_recommendation(context)
+    report = engine.maintain(
+        key,
+        recommendation=recommendation,
+        dry_run=config.dry_run,
+        only=config.only,
+        on_progress=context.log.info,
+        force=config.force,
+    )
     if report.outcome == "deferred":  # the catalog kept failing, or another maintenance holds the table
-        reason = next((r.reason for r in report.results if r.reason), "deferred")
-        return _nothing_ran(context, report, engine.history(key), "deferred", reason)
+        held = next((r.reason for r in report.results if r.reason), "deferred")
+        return _nothing_ran(context, report, engine.history(key), "deferred", held)
     try:
         status_after = engine.status(key)
     except TableNotFoundError as error:
         return _nothing_ran(context, report, engine.history(key), "table_gone", f"{TABLE_GONE}: {error}")
     health_after = engine.health(status_after)
     history = engine.history(key, engine.policy(key, status_after.properties).policy)
-    metadata = maintenance_metadata(report, history)
+    reason = why_nothing_changed(report, config)
+    _tag_outcome(context, report.outcome, reason)
+    metadata = _headed(report.outcome, reason) | maintenance_metadata(report, history)
     metadata |= unreferenced_metadata(engine, key, report)  # after orphan removal: what it left
     metadata |= {
         "health_after": dg.MetadataValue.text(health_after.state.value),
@@ -82,6 +107,8 @@ def maintained_table(
             metadata=metadata,
             allow_retries=False,
         )
+    if reason is not None:
+        context.log.warning(f"{key.text}: {report.outcome}: {reason}")
     healthy = health_after.state is HealthState.HEALTHY
     check = dg.AssetCheckResult(
         check_name=HEALTH_AFTER_CHECK,
@@ -94,6 +121,33 @@ def maintained_table(
     return dg.MaterializeResult(metadata=metadata, check_results=[check])
 
 
+def why_nothing_changed(report: MaintenanceReport, config: MaintenanceConfig) -> str | None:
+    """For a run that changed nothing, the reason in one line; None when it changed the table."""
+    if report.outcome == "dry_run":
+        planned = [r for r in report.results if r.status == "dry_run"]
+        return (f"{len(planned)} action(s) would run ({', '.join(r.action for r in planned)}); their SQL "
+                "is in the summary; nothing was changed")
+    if report.outcome != "nothing_to_do":
+        return None
+    reasons = [f"{r.action}: {r.reason}" for r in report.results if r.reason]
+    asked = f" (actions asked: {', '.join(config.actions)})" if config.actions else ""
+    return ("; ".join(reasons) or "no action recommended") + asked
+
+
+def _headed(outcome: str, reason: str | None) -> dict[str, dg.MetadataValue]:
+    """The first metadata entries, which the UI lists first: the outcome, and why nothing changed."""
+    head: dict[str, dg.MetadataValue] = {OUTCOME: dg.MetadataValue.text(outcome)}
+    if reason is not None:
+        head["why"] = dg.MetadataValue.text(reason)
+    return head
+
+
+def _tag_outcome(context: dg.AssetExecutionContext, outcome: str, reason: str | None) -> None:
+    """`icepack/outcome` on the run, so the runs list says what a maintenance did without opening it."""
+    text = outcome if reason is None else f"{outcome}: {reason}"
+    context.instance.add_run_tags(context.run.run_id, {OUTCOME_TAG: text[:_MAX_TAG]})
+
+
 def _nothing_ran(
     context: dg.AssetExecutionContext,
     report: MaintenanceReport,
@@ -102,11 +156,14 @@ def _nothing_ran(
     reason: str,
 ) -> dg.MaterializeResult:
     """A maintenance that ran nothing through no fault of the table ends cleanly and says why:
-    `table_gone` (dropped after it was recommended; discovery removes the partition on its next tick)
-    or `deferred` (its catalog kept failing, or another maintenance holds it; the sensor tries again).
-    Neither is recorded, so neither counts towards quarantine."""
-    context.log.warning(f"{context.partition_key}: {reason}")
-    metadata = maintenance_metadata(report, history) | {outcome: dg.MetadataValue.text(reason)}
+    `table_gone` (dropped after it was recommended; discovery removes the partition on its next tick),
+    `deferred` (its catalog kept failing, or another maintenance holds it; the sensor tries again) or
+    `nothing_to_do` (outside its maintenance window). None is recorded, so none counts towards
+    quarantine."""
+    context.log.warning(f"{context.partition_key}: {outcome}: {reason}")
+    _tag_outcome(context, outcome, reason)
+    metadata = _headed(outcome, reason) | maintenance_metadata(report, history)
+    metadata |= {outcome: dg.MetadataValue.text(reason)}
     check = dg.AssetCheckResult(
         check_name=HEALTH_AFTER_CHECK,
         passed=False,

@@ -3,8 +3,9 @@
 import dagster as dg
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH
+from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.materialization_codec import recommendation_metadata
-from icepack_dagster.defs.partitions import ICEBERG_TABLES, table_key
+from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.actions import ACTION_ORDER
 from icepack_dagster.domain.health_model import state_rank
@@ -29,10 +30,11 @@ def maintenance_recommendation(
 
     Grain: one materialization per maintenance run of the table. It re-reads the table's metadata, so
     maintenance plans on the table as it is now, not as it was at the last health sync. An invalid
-    policy fails the run with a message naming the table and the field.
+    policy fails the run with a message naming the table and the field; a partition key that is not a
+    discovered table is refused before anything is read.
     """
     engine = icepack.engine
-    key = table_key(context.partition_key)
+    key = discovered_table(context, engine)
     now = utc_now()
     try:
         status = engine.status(key, now)

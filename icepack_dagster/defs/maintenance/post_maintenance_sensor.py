@@ -1,12 +1,38 @@
-"""Re-measures a table right after its maintenance succeeds, so its health (and the fleet view and the
-maintenance sensor, which read health) reflect the work within seconds instead of at the next sync."""
+"""Re-measures a table right after its maintenance succeeds, so its health (and the fleet view, which
+the fleet sensor refreshes after every health sync, and the maintenance sensor, which reads health)
+reflects the work within seconds instead of at the next sync.
+
+It follows every run that materialized `maintained_table`, whichever job it ran as: the sensor's
+`maintenance` job, or `__ASSET_JOB` from Materialize, the launchpad, a backfill or the GraphQL API. The
+tables are the partitions of the run's `maintained_table` materializations; a dry run, or a run that
+found nothing to do, changed nothing and is not followed.
+"""
 
 import dagster as dg
 
+from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.health_sync.job import health_sync_job, health_sync_run_config
-from icepack_dagster.defs.maintenance.job import maintenance_job
-from icepack_dagster.defs.run_tags import PARTITION_TAG, batch_tags
+from icepack_dagster.defs.materialization_codec import OUTCOME
+from icepack_dagster.defs.run_tags import batch_tags
 from icepack_dagster.platform_settings import PlatformSettings
+
+_UNCHANGED = {"dry_run", "nothing_to_do"}
+
+
+def maintained_tables(instance: dg.DagsterInstance, run_id: str) -> tuple[list[str], list[str]]:
+    """(tables the run maintained, tables it left unchanged), from its `maintained_table` events."""
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+    changed: list[str] = []
+    unchanged: list[str] = []
+    for record in records:
+        event = record.event_log_entry.asset_materialization
+        if event is None or event.asset_key != MAINTAINED_TABLE or event.partition is None:
+            continue
+        outcome = metadata_of(record).get(OUTCOME)
+        kept = outcome is not None and outcome.value in _UNCHANGED
+        (unchanged if kept else changed).append(event.partition)
+    return sorted(set(changed)), sorted(set(unchanged))
 
 
 def build_post_maintenance_sensor(platform: PlatformSettings) -> dg.RunStatusSensorDefinition:
@@ -15,20 +41,22 @@ def build_post_maintenance_sensor(platform: PlatformSettings) -> dg.RunStatusSen
     @dg.run_status_sensor(
         name="post_maintenance_health_sensor",
         run_status=dg.DagsterRunStatus.SUCCESS,
-        monitored_jobs=[maintenance_job],
         request_job=health_sync_job,
         default_status=default,
         minimum_interval_seconds=platform.maintenance_interval_seconds,
-        description="A health sync of the one table a maintenance run just finished.",
+        description="A health sync of the tables a successful run just maintained (any job that "
+        "materialized maintained_table); the fleet refresh follows the health sync.",
     )
     def post_maintenance_health_sensor(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
-        partition = context.dagster_run.tags.get(PARTITION_TAG)
-        if partition is None:
-            return dg.SkipReason(f"run {context.dagster_run.run_id} has no partition tag")
+        run_id = context.dagster_run.run_id
+        changed, unchanged = maintained_tables(context.instance, run_id)
+        if not changed:
+            why = f"changed nothing in {', '.join(unchanged)}" if unchanged else "maintained no table"
+            return dg.SkipReason(f"run {run_id} {why}")
         return dg.RunRequest(
-            run_key=f"post-maintenance:{context.dagster_run.run_id}",
-            run_config=health_sync_run_config([partition], "all"),
-            tags=batch_tags([partition]),
+            run_key=f"post-maintenance:{run_id}",
+            run_config=health_sync_run_config(changed, "all"),
+            tags=batch_tags(changed),
         )
 
     return post_maintenance_health_sensor
