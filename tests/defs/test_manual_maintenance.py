@@ -92,7 +92,7 @@ def test_dry_run_force_and_actions_from_the_asset_graph(
     report = decode_report(metadata)
     assert report is not None and [r.action for r in report.results] == ["rewrite_data_files"]
     assert any("CALL" in s and "rewrite_data_files" in s for s in report.results[0].statements)
-    assert "rewrite_data_files" in metadata["summary"].value, "the SQL is shown in the summary"
+    assert "rewrite_data_files" in metadata["sql"].value, "the SQL is shown"
     assert (table_fingerprint(spark, table), _snapshot(catalogs, table)) == (contents, snapshot)
     assert history.history(table, 3).last_run_at is None, "a dry run was recorded"
     assert isinstance(after_run(defs, "post_maintenance_health_sensor", instance, dry), dg.SkipReason)
