@@ -9,6 +9,10 @@ all (the run worker died; run monitoring marked the run failed) or only the exec
 step process crashed. Each such run counts once, an original run and its retry alike
 (docs/RELIABILITY.md), and never twice: a run is skipped when any outcome of its table was recorded
 since it started, its own crash record included.
+
+It watches every job of the code location, not only the sensor's `maintenance` job: a maintenance
+started from Materialize, the launchpad or a backfill runs as `__ASSET_JOB`, and its crash must count
+too. A run counts only when its `maintained_table` step started.
 """
 
 from collections.abc import Sequence
@@ -16,7 +20,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from icepack_dagster.defs.maintenance.job import maintenance_job
+from icepack_dagster.defs.maintenance.exclusivity import MAINTAINED_STEP
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import PARTITION_TAG
@@ -28,8 +32,11 @@ WORKER_DIED = "the run worker died without recording an outcome"
 _STEP_PROCESS_CRASH = "ChildProcessCrashException"
 
 
-def _steps_started(instance: dg.DagsterInstance, run_id: str) -> bool:
-    return bool(instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records)
+def _maintenance_started(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """Whether the run's `maintained_table` step started (a run of any job that maintained a table)."""
+    starts = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records
+    events = [r.event_log_entry.dagster_event for r in starts]
+    return any(event is not None and event.step_key == MAINTAINED_STEP for event in events)
 
 
 def _raised_in_code(step_failures: Sequence[dg.DagsterEvent]) -> list[str]:
@@ -61,11 +68,10 @@ def _run_times(instance: dg.DagsterInstance, run_id: str) -> tuple[datetime, dat
 def build_maintenance_failure_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     @dg.run_failure_sensor(
         name="maintenance_failure_sensor",
-        monitored_jobs=[maintenance_job],
         default_status=dg.DefaultSensorStatus(platform.default_status),
         minimum_interval_seconds=platform.maintenance_interval_seconds,
-        description="Records a failure in maintenance history for a maintenance run whose worker died "
-        "without recording an outcome, so crashes count towards quarantine.",
+        description="Records a failure in maintenance history for a maintenance run (of any job) whose "
+        "worker died without recording an outcome, so crashes count towards quarantine.",
     )
     def maintenance_failure_sensor(
         context: dg.RunFailureSensorContext, icepack: IcepackResource
@@ -73,7 +79,7 @@ def build_maintenance_failure_sensor(platform: PlatformSettings) -> dg.SensorDef
         run = context.dagster_run
         partition = run.tags.get(PARTITION_TAG)
         times = _run_times(context.instance, run.run_id)
-        if partition is None or times is None or not _steps_started(context.instance, run.run_id):
+        if partition is None or times is None or not _maintenance_started(context.instance, run.run_id):
             return dg.SkipReason(f"run {run.run_id} never maintained a table: nothing to record")
         step_failures = context.get_step_failure_events()
         raised = _raised_in_code(step_failures)
