@@ -82,8 +82,9 @@ class IcepackSettings(BaseSettings):
     history_retention_days: int = Field(
         default=90,
         ge=1,
-        description="Maintenance history older than this is pruned (`icepack history prune`), except each "
-        "table's newest runs that quarantine counts and its newest success of each action",
+        description="Maintenance history older than this is pruned (by the platform's daily housekeeping "
+        "job, or `icepack history prune`), except each table's newest runs that quarantine counts and its "
+        "newest success of each action",
     )
     maintenance_lease_seconds: int = Field(
         default=600,
