@@ -1,4 +1,5 @@
-"""Contract: an ICEPACK_HOME whose path holds a space or a percent sign works like any other: the
+"""Contract: an ICEPACK_HOME whose path holds a space, a percent sign, a `#` or a `?` (which a URI
+reads as the start of a fragment or a query) works like any other: the
 embedded catalog opens, Spark writes the table's files under the home's own warehouse directory (not a
 percent-encoded sibling), and PyIceberg reads the very table Spark wrote. Run in a process of its own,
 since a Spark session's catalog configuration is fixed when it starts."""
@@ -35,8 +36,14 @@ print(json.dumps({"files": status.live_data_files, "records": status.total_recor
 """
 
 
-def test_a_home_with_a_space_or_percent_sign_keeps_everything_inside_it(tmp_path: Path) -> None:
-    folder = "ice pack%41 100%"  # a space, an escape-looking %41 and a bare %
+@pytest.mark.parametrize(
+    "folder",
+    [
+        "ice pack%41 100%",  # a space, an escape-looking %41 and a bare %
+        "ice#pack?v=1",  # a URI fragment and query marker
+    ],
+)
+def test_a_home_with_uri_special_characters_keeps_everything_inside_it(tmp_path: Path, folder: str) -> None:
     home = tmp_path / folder
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ICEPACK_")}
