@@ -75,6 +75,10 @@ class PartitionFiles:
     large_bytes: int = 0
     delete_files: int = 0
     snapshot_ids: tuple[int, ...] = ()
+    # Position delete files among `delete_files` and their bytes; None in a summary stored before
+    # they were counted (the position-delete planner then falls back to whole-table estimates).
+    position_delete_files: int | None = None
+    position_delete_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +267,8 @@ def _partition_files(
                 large_bytes,
                 delete_files,
                 tuple(sorted(snapshots)),
+                position_delete_files=tally[6],
+                position_delete_bytes=tally[7],
             )
         )
     return tuple(sorted(found, key=_by_values))
@@ -281,7 +287,8 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
     pos_files = pos_records = eq_files = eq_records = 0
     histogram = [0] * len(SIZE_BUCKET_LABELS)
     partitions: set[bytes] = set()
-    tallies: dict[bytes, list[Any]] = {}  # per partition: small, bytes, large, bytes, deletes, snapshots
+    # per partition: small, bytes, large, bytes, deletes, snapshots, position deletes, their bytes
+    tallies: dict[bytes, list[Any]] = {}
     bounds, large = SIZE_BUCKET_BOUNDS, large_file_threshold(small_threshold)
     for status, content, partition, raw_records, raw_size, raw_snapshot in entries:
         if status == _DELETED:
@@ -312,10 +319,13 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
             index = 4
         tally = tallies.get(partition)
         if tally is None:
-            tally = tallies[partition] = [0, 0, 0, 0, 0, set()]
+            tally = tallies[partition] = [0, 0, 0, 0, 0, set(), 0, 0]
         tally[index] += 1
         if index < 4:
             tally[index + 1] += size
+        elif content == _POSITION:
+            tally[6] += 1
+            tally[7] += size
         tally[5].add(raw_snapshot)
     return ManifestSummary(
         data_files=data_files,
