@@ -56,9 +56,16 @@ def _planned_expiry(
     )
     count, expired = len(graph.snapshots), len(forecast.expired)
     if not expired and not forecast.dropped_refs:
+        oldest_ms = min(s[2] for s in graph.snapshots)
+        if oldest_ms >= int(cutoff.timestamp() * 1000):
+            oldest = (now.timestamp() * 1000 - oldest_ms) / 3_600_000
+            return (
+                f"the oldest of {count} snapshots is {format_hours(max(0.0, oldest))} old, within "
+                f"snapshot_max_age_hours {max_age:g}; lower icepack.snapshot.max-age-hours to expire them"
+            )
         return (
-            f"none of {count} snapshots would be expired: each branch keeps its newest {keep} and every "
-            f"snapshot younger than {format_hours(max_age)}{_own_settings(graph)}"
+            f"none of {count} snapshots would be expired: every one older than {format_hours(max_age)} is "
+            f"among the newest {keep} a branch keeps or is kept by a tag{_own_settings(graph)}"
         )
     reason = (
         f"{expired} of {count} snapshots would be expired: older than {format_hours(max_age)} and beyond "
