@@ -161,8 +161,16 @@ def snapshot_ages(span: tuple[int, int] | None, now: datetime) -> tuple[float | 
     return max(0.0, (now_ms - span[0]) / 1000), max(0.0, (now_ms - span[1]) / 1000)
 
 
-def snapshot_graph(metadata: TableMetadata) -> SnapshotGraph:
-    """Every snapshot's id, parent and commit time, and every ref with its own retention settings."""
+# The graph travels with every status (Dagster metadata, `status --json`): past this many snapshots it
+# is left out, and expiry is estimated from the snapshot ages instead of predicted snapshot by snapshot.
+MAX_GRAPH_SNAPSHOTS = 2000
+
+
+def snapshot_graph(metadata: TableMetadata) -> SnapshotGraph | None:
+    """Every snapshot's id, parent and commit time, and every ref with its own retention settings;
+    None past MAX_GRAPH_SNAPSHOTS snapshots."""
+    if len(metadata.snapshots) > MAX_GRAPH_SNAPSHOTS:
+        return None
     return SnapshotGraph(
         snapshots=tuple((s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms) for s in metadata.snapshots),
         refs=tuple(
