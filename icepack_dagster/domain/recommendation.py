@@ -125,7 +125,7 @@ class _Planner:
         return ActionPlan("; ".join(reasons), options, gain)
 
     def _position_deletes(self) -> ActionPlan | str:
-        return plan_position_deletes(self.status, self.codes, self.target, self.applies_deletes)
+        return plan_position_deletes(self.status, self.codes, self.applies_deletes)
 
     def _manifests(self) -> ActionPlan | str:
         s = self.status

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from math import ceil
 
+from icepack_dagster.domain.compaction_planner import RewriteSizes
 from icepack_dagster.domain.health import DELETE_FILE_BUILDUP, format_bytes
 from icepack_dagster.domain.iceberg_properties import (
     DELETE_GRANULARITY,
@@ -37,10 +38,10 @@ MIN_INPUT_FILES = 2
 
 
 def plan_position_deletes(
-    status: TableStatus, issues: set[str], target: int, data_rewrite_applies_deletes: bool
+    status: TableStatus, issues: set[str], data_rewrite_applies_deletes: bool
 ) -> ActionPlan | str:
-    """The rewrite to run, or why there is none. `target` is the data target, used only for the
-    whole-table estimate of a status measured before position deletes were counted per partition."""
+    """The rewrite to run, or why there is none (a whole-table estimate for a status measured before
+    position deletes were counted per partition)."""
     s = status
     count = s.live_position_delete_files
     if count == 0:
@@ -61,17 +62,22 @@ def plan_position_deletes(
     if count < 2 and DELETE_FILE_BUILDUP not in issues:
         return "1 position delete file: nothing to compact"
     granularity = delete_granularity(s.properties)
-    if granularity != "partition":
-        shown = "unreadable by Iceberg" if granularity is None else f"'{granularity}'"
+    if granularity is None:
         return (
-            f"{count} position delete files, but {DELETE_GRANULARITY} is {shown}: a rewrite writes one "
-            "delete file per data file they point at, so it cannot merge them (rewrite_data_files applies "
-            f"them; set {DELETE_GRANULARITY}=partition to have them merged per partition)"
+            f"table property {DELETE_GRANULARITY}={s.properties.get(DELETE_GRANULARITY)!r} cannot be read by "
+            "Iceberg (it takes 'file' or 'partition'), so rewriting the position delete files would fail"
         )
-    planned = _planned(s)
+    if granularity != "partition":
+        return (
+            f"{count} position delete files, but {DELETE_GRANULARITY} is '{granularity}': a rewrite writes "
+            "one delete file per data file they point at, so it cannot merge them (rewrite_data_files "
+            f"applies them; set {DELETE_GRANULARITY}=partition to have them merged per partition)"
+        )
+    sizes = delete_rewrite_sizes(int(iceberg_value(s.properties, DELETE_TARGET_FILE_SIZE_BYTES).value))
+    planned = _planned(s, sizes)
     if planned is not None:
         return planned
-    merged = max(1, ceil(position_bytes / target))
+    merged = max(1, ceil(position_bytes / sizes.target))
     return ActionPlan(
         f"{count} position delete files ({format_bytes(position_bytes)}) would merge into about {merged}",
         {"min-input-files": str(MIN_INPUT_FILES)},
@@ -80,11 +86,10 @@ def plan_position_deletes(
     )
 
 
-def _planned(status: TableStatus) -> ActionPlan | str | None:
+def _planned(status: TableStatus, sizes: RewriteSizes) -> ActionPlan | str | None:
     """From the partition layout: Iceberg's own grouping, predicted; None without per-partition counts."""
     if status.layout is None:
         return None
-    sizes = delete_rewrite_sizes(int(iceberg_value(status.properties, DELETE_TARGET_FILE_SIZE_BYTES).value))
     prediction = predict_position_delete_rewrite(status.layout, sizes, MIN_INPUT_FILES)
     if prediction is None:
         return None
