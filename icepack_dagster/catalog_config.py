@@ -22,6 +22,8 @@ from icepack_dagster.settings import (
 
 SQLITE_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
 POSTGRES_JDBC_JAR = "/usr/share/java/postgresql.jar"
+PY_IO_IMPL = "py-io-impl"  # PyIceberg's property naming the FileIO class
+LITERAL_FILE_IO = "icepack_dagster.iceberg.local_file_io.LiteralLocalFileIO"
 DELEGATION_HEADER = "header.X-Iceberg-Access-Delegation"
 
 
@@ -47,6 +49,12 @@ def _sqlite_url_path(db: Path) -> str:
 
 def _warehouse_uri(location: str) -> str:
     return location if "://" in location else _file_location(Path(location).expanduser().resolve())
+
+
+def _local_file_io(location: str) -> dict[str, str]:
+    """A local warehouse's tables are read with `LiteralLocalFileIO` (literal `file:` paths)."""
+    local = "://" not in location or location.lower().startswith("file:")
+    return {PY_IO_IMPL: LITERAL_FILE_IO} if local else {}
 
 
 RESOLVING_FILE_IO = "org.apache.iceberg.io.ResolvingFileIO"  # S3FileIO for s3://, s3a://; Hadoop for files
@@ -93,6 +101,7 @@ def pyiceberg_properties(name: str, catalog: CatalogSettings, settings: IcepackS
                 "type": "sql",
                 "uri": f"sqlite:///{_sqlite_url_path(db)}?timeout=30",
                 "warehouse": _file_location(warehouse),
+                PY_IO_IMPL: LITERAL_FILE_IO,  # `#` and `?` in local paths, as Iceberg writes them
             }
         case PostgresCatalogSettings():
             # user and password are URL-encoded: '@', '/', ':' or '#' in them must not break the URI
@@ -106,7 +115,7 @@ def pyiceberg_properties(name: str, catalog: CatalogSettings, settings: IcepackS
                 "warehouse": _warehouse_uri(catalog.warehouse),
                 # a pooled connection that died with a PostgreSQL restart is replaced, not used
                 "pool_pre_ping": "true",
-            } | _s3_properties(catalog.s3)
+            } | _s3_properties(catalog.s3) | _local_file_io(catalog.warehouse)
         case RestCatalogSettings():
             props = {"type": "rest", "uri": catalog.uri, "warehouse": catalog.warehouse}
             if catalog.client_id and catalog.client_secret is not None:

@@ -31,11 +31,15 @@ def daily_table(
     *,
     earlier_spec_files: int = 0,
     rows_per_file: int = 20,
+    catalog: str = "lake",
 ) -> TableKey:
     """A v2 table partitioned by days(ts). With `earlier_spec_files`, it is first partitioned by
-    months(ts) and written that many times, then evolved to days(ts)."""
-    key = TableKey(catalog="lake", namespace=(namespace,), name=name)
-    qualified = qualified_table("lake", key)
+    months(ts) and written that many times, then evolved to days(ts). In `catalog` ("lake", the
+    embedded SQLite catalog, or "pg", the PostgreSQL-backed one), whose namespace Spark creates."""
+    key = TableKey(catalog=catalog, namespace=(namespace,), name=name)
+    qualified = qualified_table(catalog, key)
+    if catalog != "lake":  # the `namespace` fixture creates it in the embedded catalog only
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.`{namespace}`")
     first = "months(ts)" if earlier_spec_files else "days(ts)"
     spark.sql(
         f"CREATE TABLE {qualified} (id bigint, ts timestamp, payload string) USING iceberg "
@@ -56,7 +60,7 @@ def daily_table(
 def files_by_partition(spark: Any, key: TableKey) -> dict[str, set[str]]:
     """Live data file paths per partition (Spark's `files` metadata table, independent of icepack)."""
     rows = spark.sql(
-        f"SELECT string(partition) AS p, spec_id, file_path FROM {qualified_table('lake', key)}.files"
+        f"SELECT string(partition) AS p, spec_id, file_path FROM {qualified_table(key.catalog, key)}.files"
     ).collect()
     found: dict[str, set[str]] = {}
     for row in rows:

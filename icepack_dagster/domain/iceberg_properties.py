@@ -31,6 +31,8 @@ GC_ENABLED = "gc.enabled"
 METADATA_DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
 METADATA_PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
 MANIFEST_TARGET_SIZE_BYTES = "commit.manifest.target-size-bytes"
+DELETE_GRANULARITY = "write.delete.granularity"
+DELETE_GRANULARITIES = ("file", "partition")  # Iceberg's DeleteGranularity labels; "file" is the default
 
 _JAVA_INTEGER = re.compile(r"[+-]?\d+")  # str pattern: \d is any Unicode decimal digit, as in Java
 _BITS: dict[Kind, int] = {"int": 32, "long": 64}
@@ -139,6 +141,17 @@ def unreadable_for(action: MaintenanceAction, properties: Mapping[str, str]) -> 
                 f"Iceberg's {action} fails on this table until the property is fixed"
             )
     return None
+
+
+def delete_granularity(properties: Mapping[str, str]) -> str | None:
+    """How Spark writes (and rewrites) position deletes on this table, as `DeleteGranularity.fromString`
+    reads the property (either label in any letter case): one delete file per data file (`file`, the
+    default) or per partition; None when Iceberg cannot read the value (its writes then fail)."""
+    raw = properties.get(DELETE_GRANULARITY)
+    if raw is None:
+        return DELETE_GRANULARITIES[0]
+    label = raw.lower() if raw.isascii() else None
+    return label if label in DELETE_GRANULARITIES else None
 
 
 def retention_floor(properties: Mapping[str, str]) -> tuple[int | None, float | None]:

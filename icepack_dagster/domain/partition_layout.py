@@ -46,6 +46,10 @@ class PartitionCandidates(BaseModel):
     last_write_ms: int | None = Field(
         default=None, description="Commit time of the newest retained snapshot that added one of its files"
     )
+    position_delete_files: int | None = Field(
+        default=None, ge=0, description="Position delete files among delete_files; None when not counted"
+    )
+    position_delete_bytes: int | None = Field(default=None, ge=0, description="Their bytes; None likewise")
 
     @field_validator("values", mode="before")
     @classmethod

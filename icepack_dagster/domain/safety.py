@@ -61,14 +61,25 @@ class UnreferencedFiles(BaseModel):
         )
 
 
+def split_location(location: str) -> tuple[str, str, str]:
+    """(scheme, authority, path) of a file location, its path running to the end: Iceberg writes
+    locations as a scheme and authority followed by the literal path, never with a query or fragment,
+    so a `#` or `?` is part of a directory's name, not the start of a URL fragment or query."""
+    parts = urlsplit(location, allow_fragments=False)
+    start = len(parts.scheme) + 1 if parts.scheme else 0
+    if location[start : start + 2] == "//":
+        start += 2 + len(parts.netloc)
+    return parts.scheme, parts.netloc, location[start:]
+
+
 def file_identity(location: str) -> tuple[str, str, str]:
     """(scheme, authority, path) as orphan removal compares them: `/p`, `file:/p` and `file:///p` are
     one file; `s3a://b/k` and `s3://b/k` are one file; another authority is another file."""
-    parts = urlsplit(location)
-    if len(parts.scheme) == 1:  # a Windows drive letter, not a scheme
+    scheme, netloc, path = split_location(location)
+    if len(scheme) == 1:  # a Windows drive letter, not a scheme
         return "file", "", location
-    scheme = _SAME_SCHEME.get(parts.scheme.lower(), parts.scheme.lower())
-    return scheme, parts.netloc, unquote(parts.path)
+    scheme = _SAME_SCHEME.get(scheme.lower(), scheme.lower())
+    return scheme, netloc, unquote(path)
 
 
 def classify_unreferenced(
@@ -111,9 +122,8 @@ def on_object_store(location: str) -> bool:
 def _as_written(location: str) -> tuple[str, str, str]:
     """(scheme, authority, path) exactly as written, but for `/p` and `file:/p` naming one file:
     unlike `file_identity`, `s3a` and `s3` stay apart."""
-    parts = urlsplit(location)
-    scheme = parts.scheme.lower() if len(parts.scheme) > 1 else "file"
-    return scheme, parts.netloc, unquote(parts.path)
+    scheme, netloc, path = split_location(location)
+    return scheme.lower() if len(scheme) > 1 else "file", netloc, unquote(path)
 
 
 def orphan_removal_conflicts(

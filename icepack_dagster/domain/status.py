@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from icepack_dagster.domain.partition_layout import PartitionLayout
+from icepack_dagster.domain.snapshot_graph import SnapshotGraph
 
 
 class FileSizeBucket(BaseModel):
@@ -76,6 +77,9 @@ class TableStatus(BaseModel):
     )
     layout: PartitionLayout | None = Field(
         default=None, description="Partitions with rewrite candidates (the compaction planner reads them)"
+    )
+    snapshot_graph: SnapshotGraph | None = Field(
+        default=None, description="Snapshots (id, parent, commit ms) and refs: what expiry would remove"
     )
 
     @property

@@ -140,6 +140,8 @@ def _partition_files(
                 large_bytes,
                 delete_files,
                 tuple(sorted(snapshots)),
+                position_delete_files=tally[6],
+                position_delete_bytes=tally[7],
             )
         )
     return tuple(sorted(found, key=_by_values))
@@ -158,7 +160,8 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
     pos_files = pos_records = eq_files = eq_records = 0
     histogram = [0] * len(SIZE_BUCKET_LABELS)
     partitions: set[bytes] = set()
-    tallies: dict[bytes, list[Any]] = {}  # per partition: small, bytes, large, bytes, deletes, snapshots
+    # per partition: small, bytes, large, bytes, deletes, snapshots, position deletes, their bytes
+    tallies: dict[bytes, list[Any]] = {}
     bounds, large = SIZE_BUCKET_BOUNDS, large_file_threshold(small_threshold)
     for status, content, partition, raw_records, raw_size, raw_snapshot in entries:
         if status == _DELETED:
@@ -189,10 +192,13 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
             index = 4
         tally = tallies.get(partition)
         if tally is None:
-            tally = tallies[partition] = [0, 0, 0, 0, 0, set()]
+            tally = tallies[partition] = [0, 0, 0, 0, 0, set(), 0, 0]
         tally[index] += 1
         if index < 4:
             tally[index + 1] += size
+        elif content == _POSITION:
+            tally[6] += 1
+            tally[7] += size
         tally[5].add(raw_snapshot)
     return ManifestSummary(
         data_files=data_files,

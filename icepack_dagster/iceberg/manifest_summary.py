@@ -29,6 +29,10 @@ class PartitionFiles:
     large_bytes: int = 0
     delete_files: int = 0
     snapshot_ids: tuple[int, ...] = ()
+    # Position delete files among `delete_files` and their bytes; None in a summary stored before
+    # they were counted (the position-delete planner then falls back to whole-table estimates).
+    position_delete_files: int | None = None
+    position_delete_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

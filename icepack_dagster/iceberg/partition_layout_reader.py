@@ -34,15 +34,17 @@ def partition_layout(
 ) -> PartitionLayout:
     """Rewrite candidates per (spec, partition) over all manifests, with each partition's last write."""
     commit_ms = {snapshot.snapshot_id: snapshot.timestamp_ms for snapshot in metadata.snapshots}
-    merged: dict[tuple[int, tuple[Any, ...]], list[int]] = {}
+    merged: dict[tuple[int, tuple[Any, ...]], list[Any]] = {}
     for ref, summary in zip(refs, summaries, strict=True):
         for files in summary.partition_files:
-            counts = merged.setdefault((ref.spec_id, files.values), [0] * 5 + [-1])
+            counts = merged.setdefault((ref.spec_id, files.values), [0] * 5 + [-1, 0, 0])
             found = (files.small_files, files.small_bytes, files.large_files, files.large_bytes)
             for index, value in enumerate((*found, files.delete_files)):
                 counts[index] += value
             written = [commit_ms[s] for s in files.snapshot_ids if s in commit_ms]
             counts[5] = max([counts[5], *written])
+            for index, count in ((6, files.position_delete_files), (7, files.position_delete_bytes)):
+                counts[index] = None if count is None or counts[index] is None else counts[index] + count
     specs = tuple(
         PartitionSpecLayout(
             spec_id=spec.spec_id,
@@ -68,6 +70,8 @@ def partition_layout(
             large_bytes=c[3],
             delete_files=c[4],
             last_write_ms=c[5] if c[5] >= 0 else None,
+            position_delete_files=c[6],
+            position_delete_bytes=c[7],
         )
         for (spec_id, values), c in merged.items()
     )

@@ -19,6 +19,7 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from icepack_dagster.domain.file_size_limits import file_size_limits
 from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.snapshot_graph import RefFacts, SnapshotGraph
 from icepack_dagster.domain.status import FileSizeBucket, TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.iceberg.catalog_errors import METADATA_READ_ERRORS, unreadable_metadata, with_retries
@@ -83,6 +84,32 @@ def snapshot_ages(span: tuple[int, int] | None, now: datetime) -> tuple[float | 
         return None, None
     now_ms = now.timestamp() * 1000
     return max(0.0, (now_ms - span[0]) / 1000), max(0.0, (now_ms - span[1]) / 1000)
+
+
+# The graph travels with every status (Dagster metadata, `status --json`): past this many snapshots it
+# is left out, and expiry is estimated from the snapshot ages instead of predicted snapshot by snapshot.
+MAX_GRAPH_SNAPSHOTS = 2000
+
+
+def snapshot_graph(metadata: TableMetadata) -> SnapshotGraph | None:
+    """Every snapshot's id, parent and commit time, and every ref with its own retention settings;
+    None past MAX_GRAPH_SNAPSHOTS snapshots."""
+    if len(metadata.snapshots) > MAX_GRAPH_SNAPSHOTS:
+        return None
+    return SnapshotGraph(
+        snapshots=tuple((s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms) for s in metadata.snapshots),
+        refs=tuple(
+            RefFacts(
+                name=ref_name,
+                kind="tag" if ref.snapshot_ref_type == SnapshotRefType.TAG else "branch",
+                snapshot_id=ref.snapshot_id,
+                min_snapshots_to_keep=ref.min_snapshots_to_keep,
+                max_snapshot_age_ms=ref.max_snapshot_age_ms,
+                max_ref_age_ms=ref.max_ref_age_ms,
+            )
+            for ref_name, ref in sorted(metadata.refs.items())
+        ),
+    )
 
 
 def metadata_facts(table: Table, name: str, now: datetime) -> dict[str, Any]:
@@ -179,6 +206,7 @@ def read_status(
         manifest_bytes=sum(ref.length for ref in refs),
         partition_count=len(partitions),
         layout=partition_layout(metadata, refs, summaries, small),
+        snapshot_graph=snapshot_graph(metadata),
     )
 
 

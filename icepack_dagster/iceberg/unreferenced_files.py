@@ -9,7 +9,6 @@ else under the location is unreferenced; `domain/safety.py` splits it by the orp
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from urllib.parse import urlsplit
 
 from pyarrow import fs as pafs
 from pyiceberg.io import FileIO
@@ -22,6 +21,7 @@ from icepack_dagster.domain.safety import (
     UnreferencedFiles,
     classify_unreferenced,
     orphan_removal_conflicts,
+    split_location,
 )
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import MetadataReadError
@@ -49,16 +49,16 @@ def list_files(location: str, io: FileIO | None = None) -> list[UnreferencedFile
     """Every visible file under `location` with its size and modification time: local paths and
     file://, other URIs through the table's PyArrow FileIO (so with the catalog's S3 endpoint and
     credentials), or any filesystem pyarrow opens from a URI with ambient credentials."""
-    parts = urlsplit(location)
-    if parts.scheme in ("", "file"):
+    scheme, netloc, path = split_location(location)
+    if scheme in ("", "file"):
         filesystem: pafs.FileSystem = pafs.LocalFileSystem()
-        root, prefix = parts.path, ""
+        root, prefix = path, ""
     elif isinstance(io, PyArrowFileIO):
-        filesystem = io.fs_by_scheme(parts.scheme, parts.netloc)
-        root, prefix = f"{parts.netloc}{parts.path}".rstrip("/"), f"{parts.scheme}://"
+        filesystem = io.fs_by_scheme(scheme, netloc)
+        root, prefix = f"{netloc}{path}".rstrip("/"), f"{scheme}://"
     else:
         filesystem, root = pafs.FileSystem.from_uri(location)
-        prefix = f"{parts.scheme}://"
+        prefix = f"{scheme}://"
     infos = filesystem.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
     return [
         UnreferencedFile(

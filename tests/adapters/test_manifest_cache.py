@@ -78,7 +78,8 @@ def reference(io: FileIO, ref: ManifestRef, small: int) -> ManifestSummary:
 
 
 def _partition_files(entries: list[Any], ref: ManifestRef, small: int) -> tuple[PartitionFiles, ...]:
-    """Per partition: small and large data files, delete files, and the snapshots that added them."""
+    """Per partition: small and large data files, delete files (position deletes and their bytes among
+    them), and the snapshots that added them."""
     large = large_file_threshold(small)
     tallies: dict[tuple[Any, ...], list[Any]] = {}
     for entry in (e for e in entries if e["status"] != 2):
@@ -86,9 +87,12 @@ def _partition_files(entries: list[Any], ref: ManifestRef, small: int) -> tuple[
         size, data = file["file_size_in_bytes"], file.get("content", 0) == 0
         if data and small <= size <= large:
             continue
-        tally = tallies.setdefault(json_safe(tuple(file["partition"].values())), [0, 0, 0, 0, 0, set()])
+        tally = tallies.setdefault(json_safe(tuple(file["partition"].values())), [0, 0, 0, 0, 0, set(), 0, 0])
         if not data:
             tally[4] += 1
+            if file.get("content") == 1:  # position deletes
+                tally[6] += 1
+                tally[7] += size
         else:
             index = 0 if size < small else 2
             tally[index] += 1
@@ -96,7 +100,16 @@ def _partition_files(entries: list[Any], ref: ManifestRef, small: int) -> tuple[
         snapshot = entry.get("snapshot_id")
         snapshot = ref.added_snapshot_id if snapshot is None else snapshot
         tally[5].update(() if snapshot is None else (snapshot,))
-    found = [PartitionFiles(v, *t[:5], snapshot_ids=tuple(sorted(t[5]))) for v, t in tallies.items()]
+    found = [
+        PartitionFiles(
+            v,
+            *t[:5],
+            snapshot_ids=tuple(sorted(t[5])),
+            position_delete_files=t[6],
+            position_delete_bytes=t[7],
+        )
+        for v, t in tallies.items()
+    ]
     return tuple(sorted(found, key=lambda f: repr(f.values)))
 
 

@@ -24,13 +24,18 @@ ICEPACK = str(Path(sys.executable).parent / "icepack")
 pytestmark = pytest.mark.spark  # the command runs Spark in its own process
 
 
-def run(home: Path, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
+def run(
+    home: Path, *args: str, expect: int | None = 0, config: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`icepack ARGS` in its own process on `home`; with `config`, that file is its ICEPACK_CONFIG."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ICEPACK_")}
     env |= {
         "ICEPACK_HOME": str(home),
         "ICEPACK_SPARK__MASTER": "local[2]",
         "ICEPACK_SPARK__DRIVER_MEMORY": "1g",
     }
+    if config is not None:
+        env["ICEPACK_CONFIG"] = str(config)
     done = subprocess.run([ICEPACK, *args], env=env, capture_output=True, text=True, timeout=600)
     if expect is not None:
         assert done.returncode == expect, (

@@ -47,18 +47,19 @@ def engine(settings: IcepackSettings, catalogs: CatalogSet, spark, tmp_path: Pat
 
 
 def with_branch_and_tag(spark: SparkSession, key: TableKey) -> None:
-    q = qualified_table("lake", key)
+    q = qualified_table(key.catalog, key)
     spark.sql(f"ALTER TABLE {q} CREATE TAG before_compaction")
     spark.sql(f"ALTER TABLE {q} CREATE BRANCH audit")
     spark.sql(f"INSERT INTO {q}.branch_audit VALUES (999999, TIMESTAMP '2026-11-01 07:00:00+00:00', 'b')")
 
 
 @pytest.mark.parametrize(
-    ("name", "days", "per_day", "earlier", "groups", "files_in"),
+    ("name", "days", "per_day", "earlier", "groups", "files_in", "catalog"),
     [
-        ("three_a_day", 4, 3, 0, 4, 12),
-        ("twenty_a_day", 2, 20, 0, 2, 40),
-        ("evolved", 2, 3, 2, 3, 8),  # two months(ts) files, then 3 a day for 2 days under days(ts)
+        ("three_a_day", 4, 3, 0, 4, 12, "lake"),
+        ("three_a_day", 4, 3, 0, 4, 12, "pg"),  # the same on the PostgreSQL catalog
+        ("twenty_a_day", 2, 20, 0, 2, 40, "lake"),
+        ("evolved", 2, 3, 2, 3, 8, "lake"),  # two months(ts) files, then 3 a day for 2 days under days(ts)
     ],
 )
 def test_the_predicted_rewrite_is_what_iceberg_does(
@@ -71,9 +72,10 @@ def test_the_predicted_rewrite_is_what_iceberg_does(
     earlier: int,
     groups: int,
     files_in: int,
+    catalog: str,
 ) -> None:
-    key = daily_table(spark, namespace, name, days, per_day, earlier_spec_files=earlier)
-    spark.sql(COOL.format(qualified_table("lake", key)))
+    key = daily_table(spark, namespace, name, days, per_day, earlier_spec_files=earlier, catalog=catalog)
+    spark.sql(COOL.format(qualified_table(catalog, key)))
     with_branch_and_tag(spark, key)
     contents = contents_by_version(spark, key)
     files_before = files_by_partition(spark, key)
@@ -126,12 +128,13 @@ def test_one_small_file_per_partition_is_fine_partitioning_not_compaction(
     assert "11 small data files are each alone in their partition" in skipped.reason
 
 
+@pytest.mark.parametrize("catalog", ["lake", "pg"])
 def test_a_rewrite_that_does_nothing_is_no_effect_and_not_repeated(
-    spark: SparkSession, engine: Engine, namespace: str
+    spark: SparkSession, engine: Engine, namespace: str, catalog: str
 ) -> None:
     """The observed failure: a whole-table estimate ("11 files would merge") run on a table where no
     partition reaches min-input-files. Iceberg rewrites nothing; icepack must say so."""
-    key = daily_table(spark, namespace, "stale_plan", days=11, files_per_day=1)
+    key = daily_table(spark, namespace, "stale_plan", days=11, files_per_day=1, catalog=catalog)
     contents = contents_by_version(spark, key)
     stale = RecommendedAction(
         action=REWRITE,

@@ -1,20 +1,25 @@
 """Contract: every name `icepack tables` prints, in text and in --json, addresses exactly that table
 when it is passed back to `status` and `maintain`: names with dots, a nested namespace next to a dotted
 table name, quotes and backticks, `${...}` (which Spark would substitute), percent signs, and a namespace
-named like the catalog. No two tables share a printed name, also with --all. Each table holds a
+named like the catalog. No two tables share a printed name, also with --all; the round trip holds on the
+PostgreSQL-backed SQL catalog too. Each table holds a
 different number of rows, so reading the wrong table cannot pass unnoticed; maintenance leaves every
 table's contents unchanged. `policy --explain` and `--json` show the table's own Iceberg properties."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
+import yaml
 
 from icepack_dagster.iceberg.catalogs import open_catalog
 from icepack_dagster.settings import load_settings
+from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 from tests.integration.test_cli import run
 from tests.tables_testkit import arrow_fingerprint
 
@@ -33,18 +38,46 @@ TABLES = {
 OWNER = {"history.expire.min-snapshots-to-keep": "30", "gc.enabled": "no"}
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("names_home")
-    catalog = open_catalog("lake", load_settings(home=home))
-    for rows, (namespace, name) in enumerate(TABLES, start=1):
+# On a catalog named "pg", the namespace named like the catalog is "pg"
+PG_TABLES = {
+    **{key: printed for key, printed in TABLES.items() if key != (("lake",), "t")},
+    (("pg",), "t"): "pg.pg.t",
+}
+
+
+def _create_tables(catalog: Any, tables: dict[tuple[tuple[str, ...], str], str]) -> None:
+    for rows, (namespace, name) in enumerate(tables, start=1):
         catalog.create_namespace_if_not_exists(namespace)
         properties = OWNER if name == "Tagged.Table-v2" else {}
         table = catalog.create_table(
             (*namespace, name), schema=pa.schema([("id", pa.int64())]), properties=properties
         )
         table.append(pa.table({"id": pa.array(range(rows), pa.int64())}))
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("names_home")
+    _create_tables(open_catalog("lake", load_settings(home=home)), TABLES)
     return home
+
+
+@pytest.fixture(scope="module")
+def pg_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """A home whose only catalog, `pg`, is a PostgreSQL-backed SQL catalog in a fresh database; and the
+    config file that says so."""
+    home = tmp_path_factory.mktemp("pg_names_home")
+    with fresh_database("icepack_names") as database:
+        catalogs = {
+            "pg": {
+                "kind": "postgres", "host": PG_HOST, "port": PG_PORT, "database": database, "user": PG_USER,
+                "warehouse": str(home / "pg_warehouse"),
+            }
+        }
+        config = home / "icepack.yaml"
+        config.write_text(yaml.safe_dump({"catalogs": catalogs}))
+        _create_tables(open_catalog("pg", load_settings(home=home, catalogs=catalogs)), PG_TABLES)
+        yield home, config
 
 
 def _fingerprints(home: Path) -> dict[str, tuple[int, str]]:
@@ -52,19 +85,32 @@ def _fingerprints(home: Path) -> dict[str, tuple[int, str]]:
     return {printed: arrow_fingerprint(catalog.load_table((*ns, n))) for (ns, n), printed in TABLES.items()}
 
 
-def test_every_printed_name_addresses_exactly_its_table(home: Path) -> None:
-    names = json.loads(run(home, "tables", "--json").stdout)
-    assert sorted(names) == sorted(TABLES.values()) and len(set(names)) == len(names)
-    assert run(home, "tables").stdout.splitlines() == names
-    rows = {printed: rows for rows, printed in enumerate(TABLES.values(), start=1)}
+def _assert_round_trip(home: Path, tables: dict[Any, str], config: Path | None = None) -> None:
+    names = json.loads(run(home, "tables", "--json", config=config).stdout)
+    assert sorted(names) == sorted(tables.values()) and len(set(names)) == len(names)
+    assert run(home, "tables", config=config).stdout.splitlines() == names
+    rows = {printed: rows for rows, printed in enumerate(tables.values(), start=1)}
     for name in names:
-        status = json.loads(run(home, "status", name, "--json").stdout)
+        status = json.loads(run(home, "status", name, "--json", config=config).stdout)
         assert (status["table"], status["total_records"]) == (name, rows[name])
-        assert run(home, "status", name).stdout.startswith(f"{name}  (")
-        dry = json.loads(run(home, "maintain", name, "--dry-run", "--json", expect=None).stdout)
+        assert run(home, "status", name, config=config).stdout.startswith(f"{name}  (")
+        dry_run = run(home, "maintain", name, "--dry-run", "--json", expect=None, config=config)
+        dry = json.loads(dry_run.stdout)
         assert dry["table"] == name and dry["outcome"] != "table_gone", dry
-    everything = json.loads(run(home, "maintain", "--all", "--dry-run", "--json", expect=None).stdout)
+    everything = json.loads(
+        run(home, "maintain", "--all", "--dry-run", "--json", expect=None, config=config).stdout
+    )
     assert sorted(r["table"] for r in everything) == sorted(names)
+
+
+def test_every_printed_name_addresses_exactly_its_table(home: Path) -> None:
+    _assert_round_trip(home, TABLES)
+
+
+@pytest.mark.postgres
+def test_every_printed_name_addresses_exactly_its_table_on_postgres(pg_home: tuple[Path, Path]) -> None:
+    home, config = pg_home
+    _assert_round_trip(home, PG_TABLES, config)
 
 
 def test_policy_explains_the_tables_own_iceberg_properties(home: Path) -> None:

@@ -127,12 +127,17 @@ def test_the_tables_own_snapshot_age_is_kept_unless_the_owner_chose_less(
     _assert_versions_unchanged(spark, owned, versions)
 
 
-@pytest.mark.parametrize("value", ["no", "true ", "1", "FALSE"])
+@pytest.mark.parametrize(
+    ("value", "catalog"),
+    [("no", "lake"), ("no", "pg"), ("true ", "lake"), ("1", "lake"), ("FALSE", "lake")],
+)
 def test_gc_disabled_in_any_spelling_is_skipped_never_failed_nor_quarantined(
-    spark: SparkSession, catalogs: CatalogSet, eager: Engine, namespace: str, value: str
+    spark: SparkSession, catalogs: CatalogSet, eager: Engine, namespace: str, value: str, catalog: str
 ) -> None:
-    key = make_table(catalogs, namespace, "no_gc", commits=6, properties=V2 | {"gc.enabled": value})
-    q = qualified_table("lake", key)
+    key = make_table(
+        catalogs, namespace, "no_gc", commits=6, properties=V2 | {"gc.enabled": value}, catalog=catalog
+    )
+    q = qualified_table(catalog, key)
     orphan = plant_orphan(catalogs, key)
     files, versions = files_under(table_dir(catalogs, key)), contents_by_version(spark, key)
 
@@ -146,7 +151,9 @@ def test_gc_disabled_in_any_spelling_is_skipped_never_failed_nor_quarantined(
     assert files_under(table_dir(catalogs, key)) == files and orphan.exists()
     # Iceberg itself reads the spelling the same way: it refuses to expire
     with pytest.raises(Exception, match="GC is disabled"):
-        spark.sql(f"CALL lake.system.expire_snapshots(table => '{key.dotted}', retain_last => 1)").collect()
+        spark.sql(
+            f"CALL {catalog}.system.expire_snapshots(table => '{key.dotted}', retain_last => 1)"
+        ).collect()
     _assert_versions_unchanged(spark, key, versions)
     assert table_fingerprint(spark, q)[0] == 60
 
@@ -169,19 +176,21 @@ def test_gc_enabled_in_any_letter_case_gets_expiry_and_the_orphan_sweep(
     assert table_fingerprint(spark, q) == before
 
 
+@pytest.mark.parametrize("catalog", ["lake", "pg"])
 def test_a_branch_only_table_gets_expiry_and_the_orphan_sweep(
-    spark: SparkSession, catalogs: CatalogSet, eager: Engine, namespace: str
+    spark: SparkSession, catalogs: CatalogSet, eager: Engine, namespace: str, catalog: str
 ) -> None:
-    key = TableKey(catalog="lake", namespace=(namespace,), name="branch_only")
-    catalogs.get("lake").create_table(key.identifier, SCHEMA, properties=V2 | {"write.wap.enabled": "true"})
+    key = TableKey(catalog=catalog, namespace=(namespace,), name="branch_only")
+    catalogs.get(catalog).create_namespace_if_not_exists(key.namespace)
+    catalogs.get(catalog).create_table(key.identifier, SCHEMA, properties=V2 | {"write.wap.enabled": "true"})
     writer = spark.newSession()  # write-audit-publish: writes go to branch audit, created by the first one
     writer.sql("SET spark.wap.branch=audit")
     for start in range(0, 80, 10):
         writer.sql(
-            f"INSERT INTO {qualified_table('lake', key)} "
+            f"INSERT INTO {qualified_table(catalog, key)} "
             f"SELECT id, 0, concat('row-', id) FROM range({start}, {start + 10})"
         )
-    q = qualified_table("lake", key)
+    q = qualified_table(catalog, key)
     first = spark.sql(f"SELECT snapshot_id FROM {q}.snapshots ORDER BY committed_at LIMIT 1").first()[0]
     spark.sql(f"ALTER TABLE {q} CREATE TAG oldest AS OF VERSION {first}")
     status = eager.status(key)

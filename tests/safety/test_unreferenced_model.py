@@ -27,6 +27,9 @@ def listed(location: str, hours_old: float, size: int = 10) -> UnreferencedFile:
         ("s3://bucket/t/a.parquet", "s3://other/t/a.parquet", False),
         ("file://otherhost/w/t/a.parquet", "file:/w/t/a.parquet", False),
         ("/w/t/data/p%3D1/a.parquet", "/w/t/data/p=1/a.parquet", True),
+        ("file:///w#1/t/a.parquet", "/w#1/t/a.parquet", True),  # `#` and `?` are part of the path
+        ("file:///w#1/t/a.parquet", "file:///w#2/t/a.parquet", False),
+        ("file:///w?v=1/t/a.parquet", "file:///w?v=2/t/a.parquet", False),
     ],
 )
 def test_locations_are_one_file_exactly_when_orphan_removal_says_so(one: str, other: str, same: bool) -> None:

@@ -32,6 +32,10 @@ from icepack_dagster.domain.partition_layout import (
     PartitionLayout,
     PartitionSpecLayout,
 )
+from icepack_dagster.domain.position_delete_planner import (
+    delete_rewrite_sizes,
+    predict_position_delete_rewrite,
+)
 
 MiB = 1024**2
 SIZES = RewriteSizes(target=512 * MiB, minimum=384 * MiB, maximum=int(512 * MiB * 1.8))
@@ -226,3 +230,39 @@ def test_an_unpartitioned_table_written_just_now_has_no_hot_partition() -> None:
     )
     assert hot_partitions(found, since_ms=0) == (frozenset(), [], [])
     assert [g.partition for g in predict_rewrite(found, SIZES, 5).groups] == ["unpartitioned"]
+
+
+# --- position delete files ---------------------------------------------------------------------------
+DELETE_SIZES = delete_rewrite_sizes(64 * MiB)
+
+
+def deletes(spec_id: int, value: int, files: int, size: int) -> PartitionCandidates:
+    return candidates(
+        spec_id, value, delete_files=files, position_delete_files=files, position_delete_bytes=size
+    )
+
+
+def test_position_deletes_of_an_earlier_spec_keep_their_own_partition() -> None:
+    """Unlike data files, Iceberg groups them by their own partition, coerced to the combined type."""
+    found = layout(deletes(0, 670, 2, 10), deletes(1, NOV_1, 3, 10), deletes(1, NOV_1 + 1, 1, 10))
+    prediction = predict_position_delete_rewrite(found, DELETE_SIZES, 2)
+    assert prediction is not None and prediction.exact
+    assert [(g.partition, g.files_in, g.files_out) for g in prediction.groups] == [
+        ("ts_day=2025-11-01", 3, 1), ("ts_month=2025-11", 2, 1)
+    ]
+
+
+def test_position_delete_groups_follow_iceberg_rules_and_say_when_inexact() -> None:
+    big = 70 * MiB  # over the 64 MiB target: two files are rewritten whatever min-input-files says
+    prediction = predict_position_delete_rewrite(layout(deletes(1, NOV_1, 2, big)), DELETE_SIZES, 5)
+    assert prediction is not None and (prediction.files_in, prediction.files_out) == (2, 1)
+    assert not prediction.exact  # one of them may be inside the size range Iceberg leaves alone
+    lone_large = predict_position_delete_rewrite(layout(deletes(1, NOV_1, 1, 200 * MiB)), DELETE_SIZES, 2)
+    assert lone_large is not None and lone_large.files_in == 1  # above max-file-size-bytes: split
+    few = predict_position_delete_rewrite(layout(deletes(1, NOV_1, 2, 10)), DELETE_SIZES, 3)
+    assert few is not None and few.groups == ()
+
+
+def test_position_deletes_without_per_partition_counts_are_not_predicted() -> None:
+    unknown = candidates(1, NOV_1, delete_files=3)  # a status measured before they were counted
+    assert predict_position_delete_rewrite(layout(unknown), DELETE_SIZES, 2) is None

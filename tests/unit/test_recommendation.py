@@ -165,12 +165,71 @@ def test_position_deletes_are_applied_by_the_data_rewrite_and_then_dropped() -> 
     assert "dangling" in actions[A.REWRITE_POSITION_DELETE_FILES].reason
 
 
+NO_DATA_REWRITE = Policy(actions={A.REWRITE_DATA_FILES: False})  # position deletes planned on their own
+PARTITION_DELETES = {"write.delete.granularity": "Partition"}  # any letter case, as Iceberg reads it
+
+
 def test_position_deletes_are_compacted_when_the_data_rewrite_is_off() -> None:
-    status = make_status(live_position_delete_files=4, live_delete_bytes=4000)
-    policy = Policy(actions={A.REWRITE_DATA_FILES: False})
-    action = recommended(run(status, policy))[A.REWRITE_POSITION_DELETE_FILES]
+    status = make_status(live_position_delete_files=4, live_delete_bytes=4000, properties=PARTITION_DELETES)
+    action = recommended(run(status, NO_DATA_REWRITE))[A.REWRITE_POSITION_DELETE_FILES]
     assert action.options == {"min-input-files": "2"}
     assert action.reason.startswith("4 position delete files")
+
+
+@pytest.mark.parametrize("granularity", [None, "file", "FILE", "partitions"])
+def test_file_scoped_position_deletes_are_not_merged(granularity: str | None) -> None:
+    """Iceberg rewrites them one delete file per data file: a rewrite cannot merge them."""
+    properties = {} if granularity is None else {"write.delete.granularity": granularity}
+    status = make_status(live_position_delete_files=4, live_delete_bytes=4000, properties=properties)
+    reason = skip_reason(run(status, NO_DATA_REWRITE), A.REWRITE_POSITION_DELETE_FILES)
+    if granularity == "partitions":
+        assert "write.delete.granularity='partitions' cannot be read by Iceberg" in reason
+    else:
+        assert "cannot merge them" in reason and "write.delete.granularity=partition" in reason
+
+
+def delete_layout(*per_day: tuple[int, int]) -> PartitionLayout:
+    """A days(ts) table whose day `i` holds per_day[i] = (position delete files, their bytes)."""
+    day = PartitionField(name="ts_day", transform="day", source_column="ts", source_type="timestamptz")
+    return PartitionLayout(
+        current_spec_id=0,
+        specs=(PartitionSpecLayout(spec_id=0, fields=(day,)),),
+        large_file_threshold_bytes=1000 * MiB,
+        candidates=tuple(
+            PartitionCandidates(
+                spec_id=0, values=(20_000 + i,), delete_files=files, position_delete_files=files,
+                position_delete_bytes=size,
+            )
+            for i, (files, size) in enumerate(per_day)
+        ),
+    )
+
+
+def test_position_deletes_are_planned_per_partition() -> None:
+    layout = delete_layout((3, 3000), (2, 2000), (1, 1000))
+    status = make_status(
+        live_position_delete_files=6, live_delete_files=6, live_delete_bytes=6000, layout=layout,
+        properties=PARTITION_DELETES,
+    )
+    action = recommended(run(status, NO_DATA_REWRITE))[A.REWRITE_POSITION_DELETE_FILES]
+    prediction = action.prediction
+    assert prediction is not None and prediction.exact
+    assert [(g.partition, g.files_in, g.files_out) for g in prediction.groups] == [
+        ("ts_day=2024-10-04", 3, 1), ("ts_day=2024-10-05", 2, 1)
+    ]
+    assert action.options == {
+        "target-file-size-bytes": str(64 * MiB), "min-file-size-bytes": str(48 * MiB),
+        "max-file-size-bytes": str(int(64 * MiB * 1.8)), "min-input-files": "2",
+    }
+    lone = make_status(
+        live_position_delete_files=3, live_delete_files=3, live_delete_bytes=3000,
+        layout=delete_layout((1, 10), (1, 10), (1, 10)), properties=PARTITION_DELETES,
+    )
+    reason = skip_reason(run(lone, NO_DATA_REWRITE), A.REWRITE_POSITION_DELETE_FILES)
+    assert reason == (
+        "nothing to gain: 3 position delete files are each alone in its partition or already well sized: "
+        "no rewrite group can merge them"
+    )
 
 
 def test_many_small_manifests_are_rewritten() -> None:
