@@ -58,7 +58,9 @@ class RunTimes:
 class Platform:
     """DAGSTER_HOME, workspace and settings under `root`; the daemon once `start()` is called."""
 
-    def __init__(self, root: Path, settings: dict[str, Any], queue_interval_seconds: int | None = None) -> None:
+    def __init__(
+        self, root: Path, settings: dict[str, Any], queue_interval_seconds: int | None = None
+    ) -> None:
         shutil.rmtree(root, ignore_errors=True)
         self.root = root
         self.home = root / "dagster_home"
@@ -120,8 +122,10 @@ class Platform:
             args += ["--tags", json.dumps(tags)]
         done = subprocess.run(args, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
-            raise RuntimeError(f"dagster job launch -j {job} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-        new = [r.dagster_run.run_id for r in self.instance.get_run_records() if r.dagster_run.run_id not in before]
+            output = done.stdout[-2000:] + done.stderr[-2000:]
+            raise RuntimeError(f"dagster job launch -j {job} failed:\n{output}")
+        runs = [r.dagster_run.run_id for r in self.instance.get_run_records()]
+        new = [run_id for run_id in runs if run_id not in before]
         if len(new) != 1:
             raise RuntimeError(f"expected one new run after dagster job launch, found {len(new)}")
         return new[0]
@@ -134,7 +138,8 @@ class Platform:
             if all(rec is not None and rec.dagster_run.status in FINISHED for rec in records.values()):
                 return [self.times(r) for r in run_ids]
             if time.monotonic() > deadline:
-                open_runs = [r for r, rec in records.items() if rec is None or rec.dagster_run.status not in FINISHED]
+                open_runs = [r for r, rec in records.items()
+                             if rec is None or rec.dagster_run.status not in FINISHED]
                 raise TimeoutError(f"runs not finished after {timeout:.0f} s: {open_runs}; see {self.log}")
             time.sleep(0.5)
 

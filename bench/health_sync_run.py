@@ -64,32 +64,39 @@ def main() -> None:
     try:
         instance = platform.instance
         instance.add_dynamic_partitions(PARTITIONS_NAME, partitions)
-        wall, _, first = timed(lambda: job.execute_in_process(instance=instance, run_config=run_config | QUIET))
+        def in_process() -> Any:
+            return job.execute_in_process(instance=instance, run_config=run_config | QUIET)
+
+        wall, _, first = timed(in_process)
         assert first.success
         rows.append([f"first sync, in process ({count:,} tables written)", wall, "-", "-", "-"])
         platform.start()
-        in_process, real = [], []
+        inner_walls, real = [], []
         for _ in range(args.rounds):
-            wall, _, result = timed(lambda: job.execute_in_process(instance=instance, run_config=run_config | QUIET))
+            wall, _, result = timed(in_process)
             assert result.success
-            in_process.append(wall)
+            inner_walls.append(wall)
             run_id = platform.launch("health_sync", run_config | QUIET)
             (times,) = platform.wait([run_id], timeout=600)
             assert times.status.value == "SUCCESS", f"run {run_id} ended {times.status}; see {platform.log}"
             real.append(times)
-        for index, (inner, run) in enumerate(zip(in_process, real, strict=True)):
+        for index, (inner, run) in enumerate(zip(inner_walls, real, strict=True)):
             rows.append([f"steady run {index + 1}", inner, run.launch_to_end, run.process_start,
                          ratio(run.launch_to_end, inner)])
-        inner = statistics.median(in_process)
+        inner = statistics.median(inner_walls)
         outer = statistics.median(r.launch_to_end for r in real)
         rows.append(["median", inner, outer, statistics.median(r.process_start for r in real),
                      ratio(outer, inner)])
+        best_inner, best_outer = min(inner_walls), min(r.launch_to_end for r in real)
+        rows.append(["best (a shared machine only adds time)", best_inner, best_outer,
+                     min(r.process_start for r in real), ratio(best_outer, best_inner)])
     finally:
         platform.stop()
     table(
         f"A steady health-sync run of {count:,} tables (nothing changed): in this process vs as a real run "
         "(daemon, default run launcher, SQLite storage)",
-        ["run", "in process s", "real run s (launch to end)", "of which process start s", "real / in process"],
+        ["run", "in process s", "real run s (launch to end)", "of which process start s",
+         "real / in process"],
         rows,
     )
 
