@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import psutil
 import yaml
 
 from bench._fixtures import REPO
@@ -109,6 +110,12 @@ class Platform:
         except ProcessLookupError:
             pass
         self._daemon = None
+        # Code servers were seen outliving the daemon's SIGTERM: end whatever runs with this DAGSTER_HOME.
+        leftover = [p for p in psutil.process_iter() if _home_of(p) == str(self.home)]
+        for process in leftover:
+            process.terminate()
+        for process in psutil.wait_procs(leftover, timeout=30)[1]:
+            process.kill()
         if self._instance is not None:
             self._instance.dispose()
             self._instance = None
@@ -153,3 +160,10 @@ class Platform:
         started = start[0].event_log_entry.timestamp if start else launched
         ended = record.end_time or record.update_timestamp.timestamp()
         return RunTimes(run_id, record.dagster_run.status, created, launched, started, ended)
+
+
+def _home_of(process: psutil.Process) -> str | None:
+    try:
+        return process.environ().get("DAGSTER_HOME")
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return None
