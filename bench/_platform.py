@@ -12,6 +12,7 @@ the worker's `RUN_START` (code location loaded), its *end* the run record's end 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -113,9 +114,11 @@ class Platform:
         # Code servers were seen outliving the daemon's SIGTERM: end whatever runs with this DAGSTER_HOME.
         leftover = [p for p in psutil.process_iter() if _home_of(p) == str(self.home)]
         for process in leftover:
-            process.terminate()
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.terminate()
         for process in psutil.wait_procs(leftover, timeout=30)[1]:
-            process.kill()
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
         if self._instance is not None:
             self._instance.dispose()
             self._instance = None
