@@ -153,6 +153,35 @@ class Platform:
                 raise TimeoutError(f"runs not finished after {timeout:.0f} s: {open_runs}; see {self.log}")
             time.sleep(0.5)
 
+    def wait_measuring_cpu(self, run_id: str, timeout: float) -> tuple[RunTimes, float]:
+        """Like `wait` for one run, also polling its worker process's CPU seconds (user + system, its
+        children included) until it exits: a lower bound by at most one polling interval."""
+        deadline = time.monotonic() + timeout
+        cpu, worker = 0.0, None
+        while True:
+            record = self.instance.get_run_record_by_id(run_id)
+            if record is not None and record.dagster_run.status in FINISHED:
+                return self.times(run_id), cpu
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"run {run_id} not finished after {timeout:.0f} s; see {self.log}")
+            worker = worker or self._worker(run_id)
+            if worker is not None:
+                with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
+                    times = worker.cpu_times()
+                    cpu = max(cpu, times.user + times.system + times.children_user + times.children_system)
+            time.sleep(0.1)
+
+    def _worker(self, run_id: str) -> psutil.Process | None:
+        """The run's worker process, from the launcher's "Started process for run (pid: N)" event."""
+        engine_events = dg.DagsterEventType.ENGINE_EVENT
+        for record in self.instance.get_records_for_run(run_id, of_type=engine_events).records:
+            event = record.event_log_entry.dagster_event
+            pid = event.engine_event_data.metadata.get("pid") if event is not None else None
+            if pid is not None:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    return psutil.Process(int(pid.value))
+        return None
+
     def times(self, run_id: str) -> RunTimes:
         record = self.instance.get_run_record_by_id(run_id)
         assert record is not None

@@ -15,7 +15,6 @@ execution; not the queue wait), and the ratio.
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -69,34 +68,32 @@ def main() -> None:
 
         wall, _, first = timed(in_process)
         assert first.success
-        rows.append([f"first sync, in process ({count:,} tables written)", wall, "-", "-", "-"])
+        rows.append([f"first sync, in process ({count:,} tables written)", wall, *["-"] * 6])
         platform.start()
-        inner_walls, real = [], []
+        inner, real = [], []
         for _ in range(args.rounds):
-            wall, _, result = timed(in_process)
+            wall, cpu, result = timed(in_process)
             assert result.success
-            inner_walls.append(wall)
+            inner.append((wall, cpu))
             run_id = platform.launch("health_sync", run_config | QUIET)
-            (times,) = platform.wait([run_id], timeout=600)
+            times, worker_cpu = platform.wait_measuring_cpu(run_id, timeout=600)
             assert times.status.value == "SUCCESS", f"run {run_id} ended {times.status}; see {platform.log}"
-            real.append(times)
-        for index, (inner, run) in enumerate(zip(inner_walls, real, strict=True)):
-            rows.append([f"steady run {index + 1}", inner, run.launch_to_end, run.process_start,
-                         ratio(run.launch_to_end, inner)])
-        inner = statistics.median(inner_walls)
-        outer = statistics.median(r.launch_to_end for r in real)
-        rows.append(["median", inner, outer, statistics.median(r.process_start for r in real),
-                     ratio(outer, inner)])
-        best_inner, best_outer = min(inner_walls), min(r.launch_to_end for r in real)
-        rows.append(["best (a shared machine only adds time)", best_inner, best_outer,
-                     min(r.process_start for r in real), ratio(best_outer, best_inner)])
+            real.append((times, worker_cpu))
+        for index, ((wall, cpu), (run, worker_cpu)) in enumerate(zip(inner, real, strict=True)):
+            rows.append([f"steady run {index + 1}", wall, run.launch_to_end, run.process_start,
+                         ratio(run.launch_to_end, wall), cpu, worker_cpu, ratio(worker_cpu, cpu)])
+        best_wall, best_cpu = min(w for w, _ in inner), min(c for _, c in inner)
+        best_run, best_worker = min(r.launch_to_end for r, _ in real), min(c for _, c in real)
+        rows.append(["best of each (a shared machine only adds time)", best_wall, best_run,
+                     min(r.process_start for r, _ in real), ratio(best_run, best_wall), best_cpu, best_worker,
+                     ratio(best_worker, best_cpu)])
     finally:
         platform.stop()
     table(
         f"A steady health-sync run of {count:,} tables (nothing changed): in this process vs as a real run "
         "(daemon, default run launcher, SQLite storage)",
         ["run", "in process s", "real run s (launch to end)", "of which process start s",
-         "real / in process"],
+         "real / in process", "in process CPU s", "run worker CPU s", "CPU real / in process"],
         rows,
     )
 
