@@ -4,10 +4,12 @@ Spark session. Each table keeps its own `maintained_table` event, its own lease 
 record: a table whose maintenance fails (a data file missing under it) is recorded as failed in its
 history and observed with the error, while the tables before and after it in the same run are
 compacted with contents unchanged (main and a tag), materialized, and re-measured healthy in the run.
-The run itself succeeds. A table of a larger tier keeps a run of its own."""
+The run itself succeeds. A table of a larger tier keeps a run of its own, and the tables of a batch
+in flight wait while the batch counts as one run in flight."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -17,7 +19,7 @@ import pytest
 
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
-from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB, batch_tables
+from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB, BATCH_TABLES_TAG, batch_tables
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE
@@ -132,3 +134,28 @@ def test_a_table_above_the_smallest_tier_keeps_its_own_run(
     assert set(by_job) == {BATCH_JOB, "maintenance"}, decided.run_requests
     assert batch_tables(by_job[BATCH_JOB].tags) == [f"lake.{namespace}.small"]
     assert by_job["maintenance"].partition_key == f"lake.{namespace}.big"
+
+
+def test_tables_of_a_batch_in_flight_wait_and_count_as_one_run_in_flight(
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+) -> None:
+    defs = _batching(scoped_settings, max_maintenance_in_flight=2)
+    lake = catalogs.get("lake")
+    for name in ("busy", "free"):
+        small_file_table(lake, f"{namespace}.{name}", appends=10)
+    partitions = discover(defs, instance)
+    assert run_health_sync(defs, instance, partitions).success
+    busy, free = f"lake.{namespace}.busy", f"lake.{namespace}.free"
+    seen: list[dg.SensorResult] = []
+
+    @dg.asset
+    def batch_in_flight() -> None:
+        seen.append(evaluate_sensor(defs, "maintenance_sensor", instance))
+
+    tags = {KIND_TAG: MAINTENANCE, BATCH_TABLES_TAG: json.dumps([busy])}
+    assert dg.materialize([batch_in_flight], instance=instance, tags=tags).success
+    (request,) = seen[0].run_requests
+    assert batch_tables(request.tags) == [free], "the table of the batch in flight waits"
