@@ -53,6 +53,13 @@ def _contents(spark, qualified: str) -> tuple[object, object]:  # type: ignore[n
     return table_fingerprint(spark, qualified), tagged
 
 
+def _requests_the_daemon_accepts(defs: dg.Definitions, requests: list[dg.RunRequest]) -> list[str]:
+    """The requests' jobs, each one the sensor targets (the daemon refuses a request for any other)."""
+    targets = {job.name for job in defs.resolve_sensor_def("maintenance_sensor").jobs}
+    assert all(request.job_name in targets for request in requests), (targets, requests)
+    return [str(request.job_name) for request in requests]
+
+
 def _remove_one_data_file(catalogs: CatalogSet, identifier: str) -> None:
     table = catalogs.get("lake").load_table(identifier)
     data_file = next(iter(table.scan().plan_files())).file.file_path
@@ -82,6 +89,7 @@ def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
     decided = evaluate_sensor(defs, "maintenance_sensor", instance)
     (request,) = decided.run_requests
     assert request.job_name == BATCH_JOB and request.tags[KIND_TAG] == MAINTENANCE
+    assert _requests_the_daemon_accepts(defs, decided.run_requests) == [BATCH_JOB]
     assert sorted(batch_tables(request.tags)) == sorted(partitions)
     result = execute_run_request(defs, instance, request, BATCH_JOB)
 
@@ -130,8 +138,9 @@ def test_a_table_above_the_smallest_tier_keeps_its_own_run(
     assert run_health_sync(defs, instance, partitions).success
 
     decided = evaluate_sensor(defs, "maintenance_sensor", instance)
-    by_job = {r.job_name or "maintenance": r for r in decided.run_requests}
+    by_job = {r.job_name: r for r in decided.run_requests}
     assert set(by_job) == {BATCH_JOB, "maintenance"}, decided.run_requests
+    assert sorted(_requests_the_daemon_accepts(defs, decided.run_requests)) == sorted(by_job)
     assert batch_tables(by_job[BATCH_JOB].tags) == [f"lake.{namespace}.small"]
     assert by_job["maintenance"].partition_key == f"lake.{namespace}.big"
 

@@ -24,7 +24,12 @@ from icepack_dagster.defs.event_reads import (
     metadata_of,
     new_materializations,
 )
-from icepack_dagster.defs.maintenance.batch_job import batch_run_request, batch_tables, plan_batches
+from icepack_dagster.defs.maintenance.batch_job import (
+    batch_run_request,
+    batch_tables,
+    maintenance_batch_job,
+    plan_batches,
+)
 from icepack_dagster.defs.maintenance.job import maintenance_job
 from icepack_dagster.defs.materialization_codec import decode_health, decode_status
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
@@ -201,6 +206,7 @@ def _judge_pending(tick: _Tick, pending: dict[str, PendingTable], candidates: in
 def _run_request(decision: Decision) -> dg.RunRequest:
     return dg.RunRequest(
         run_key=run_key(decision.partition, decision.health_storage_id),
+        job_name=maintenance_job.name,
         partition_key=decision.partition,
         tags={**maintenance_tags(decision.partition, decision.health_storage_id), **decision.run_tags},
     )
@@ -212,7 +218,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
 
     @dg.sensor(
         name="maintenance_sensor",
-        job=maintenance_job,
+        jobs=[maintenance_job, maintenance_batch_job],  # batch runs: maintenance_batch_size > 1
         minimum_interval_seconds=platform.maintenance_interval_seconds,
         default_status=default,
         description=f"Launches maintenance for unhealthy tables, most valuable first: at most "
