@@ -20,6 +20,7 @@ from icepack_dagster.defs.health_sync.schedule import build_health_sync_schedule
 from icepack_dagster.defs.health_sync.table_status_and_health import table_status_and_health
 from icepack_dagster.defs.housekeeping.job import housekeeping_job
 from icepack_dagster.defs.housekeeping.schedule import build_housekeeping_schedule
+from icepack_dagster.defs.maintenance.batch_job import maintenance_batch_job
 from icepack_dagster.defs.maintenance.failure_sensor import build_maintenance_failure_sensor
 from icepack_dagster.defs.maintenance.job import maintenance_job
 from icepack_dagster.defs.maintenance.maintained_table import maintained_table
@@ -31,7 +32,14 @@ from icepack_dagster.defs.resources import build_resources
 from icepack_dagster.settings import IcepackSettings, load_settings
 
 ASSETS = (table_status_and_health, maintenance_recommendation, maintained_table, fleet_summary)
-JOBS = (health_sync_job, maintenance_job, fleet_summary_job, release_quarantine_job, housekeeping_job)
+JOBS = (
+    health_sync_job,
+    maintenance_job,
+    maintenance_batch_job,
+    fleet_summary_job,
+    release_quarantine_job,
+    housekeeping_job,
+)
 
 
 def build_definitions(settings: IcepackSettings | None = None) -> dg.Definitions:

@@ -45,6 +45,11 @@ class PlatformSettings(BaseModel):
     maintenance_runs_per_tick: int = Field(
         default=2, ge=1, le=1000, description="New maintenance runs per tick"
     )
+    maintenance_batch_size: int = Field(
+        default=1, ge=1, le=200,
+        description="Tables of the smallest sizing tier maintained one after the other in one run and one "
+        "Spark session (maintenance_batch job); 1: a run per table. Larger tables always get their own run",
+    )
     maintenance_candidates_per_tick: int = Field(
         default=50, ge=1, le=10000, description="Tables whose recommendation is computed per tick, best first"
     )

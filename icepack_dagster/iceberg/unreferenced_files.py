@@ -9,10 +9,9 @@ else under the location is unreferenced; `domain/safety.py` splits it by the orp
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from pyarrow import fs as pafs
 from pyiceberg.io import FileIO
-from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
 
@@ -25,6 +24,9 @@ from icepack_dagster.domain.safety import (
 )
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import MetadataReadError
+
+if TYPE_CHECKING:
+    from pyarrow import fs as pafs
 
 
 def referenced_locations(table: Table) -> set[str]:
@@ -49,6 +51,11 @@ def list_files(location: str, io: FileIO | None = None) -> list[UnreferencedFile
     """Every visible file under `location` with its size and modification time: local paths and
     file://, other URIs through the table's PyArrow FileIO (so with the catalog's S3 endpoint and
     credentials), or any filesystem pyarrow opens from a URI with ambient credentials."""
+    # Imported here: pyarrow and pandas cost every process that imports the engine about a second of
+    # start-up (each health-sync run is a process), and only orphan checks list files.
+    from pyarrow import fs as pafs
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
     scheme, netloc, path = split_location(location)
     if scheme in ("", "file"):
         filesystem: pafs.FileSystem = pafs.LocalFileSystem()

@@ -13,7 +13,7 @@ result, which still judges its latest materialization and is still true: its hea
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -36,7 +36,7 @@ from icepack_dagster.domain.health_model import HealthState, TableHealth
 from icepack_dagster.domain.health_sync_writes import LastWrite, RewritePolicy, write_reason
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.engine import utc_now
+from icepack_dagster.engine import Engine, utc_now
 from icepack_dagster.exceptions import IcepackError
 
 SYNC_REASON = "sync_reason"
@@ -109,17 +109,12 @@ def sync_tables(
     if failures:  # one line, not one per table: a catalog outage fails every table of the catalog
         context.log.warning(_failures_line(failures))
     last_writes = _last_writes(instance, partitions) if only_changes else {}
+    measured = _judge(engine, partitions, keys, refresh.statuses, failures)
+    slots = policy.slots({partition: health for partition, (_, health) in measured.items()})
     pairs: list[tuple[str, Metadata, TableHealth, str]] = []
-    for partition in partitions:
-        key = keys.get(partition)
-        status = refresh.statuses.get(key.text) if key is not None else None
-        if status is None:
-            error = failures.get(partition, "no status was measured")
-            health, status_md = unknown_health(partition, error), status_failure_metadata(error)
-        else:
-            health, status_md = engine.health(status), status_metadata(status)
+    for partition, (status_md, health) in measured.items():
         reason = (
-            write_reason(partition, health, partition in read, last_writes.get(partition), now, policy)
+            write_reason(health, partition in read, last_writes.get(partition), now, slots[partition])
             if only_changes
             else EVERY_TABLE
         )
@@ -153,6 +148,27 @@ def _log_checks(
             evaluation = health_check_evaluation(partition, health, materializations[partition])
             # log_event stores an AssetCheckEvaluation like any event; its type annotation omits it.
             context.log_event(evaluation)  # type: ignore[arg-type]
+
+
+def _judge(
+    engine: Engine,
+    partitions: list[str],
+    keys: dict[str, TableKey],
+    statuses: Mapping[str, object],
+    failures: dict[str, str],
+) -> dict[str, tuple[Metadata, TableHealth]]:
+    """Each table's `table_status` metadata and health (unknown, saying why, when status failed)."""
+    judged: dict[str, tuple[Metadata, TableHealth]] = {}
+    for partition in partitions:
+        key = keys.get(partition)
+        status = statuses.get(key.text) if key is not None else None
+        if status is None:
+            error = failures.get(partition, "no status was measured")
+            judged[partition] = status_failure_metadata(error), unknown_health(partition, error)
+        else:
+            assert isinstance(status, TableStatus)
+            judged[partition] = status_metadata(status), engine.health(status)
+    return judged
 
 
 def _failures_line(failures: dict[str, str]) -> str:

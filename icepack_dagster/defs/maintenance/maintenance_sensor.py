@@ -24,6 +24,12 @@ from icepack_dagster.defs.event_reads import (
     metadata_of,
     new_materializations,
 )
+from icepack_dagster.defs.maintenance.batch_job import (
+    batch_run_request,
+    batch_tables,
+    maintenance_batch_job,
+    plan_batches,
+)
 from icepack_dagster.defs.maintenance.job import maintenance_job
 from icepack_dagster.defs.materialization_codec import decode_health, decode_status
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
@@ -31,6 +37,7 @@ from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import TABLE_TAG, maintenance_runs, maintenance_tags
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.health_model import HealthState
+from icepack_dagster.domain.maintenance_batches import PlannedRun
 from icepack_dagster.domain.maintenance_selection import (
     Decision,
     Verdict,
@@ -110,6 +117,11 @@ class _Tick:
             return verdict("drop", f"cadence not elapsed: last maintenance {hours:.1f} h ago, "
                                    f"cadence {policy.cadence_hours:g} h")
         history = self.engine.history(key, policy)
+        if history.last_run_at is not None and hours is None:  # maintained in a batch run (no table tag)
+            batch_hours = (self.now - history.last_run_at).total_seconds() / 3600
+            if batch_hours < policy.cadence_hours:
+                return verdict("drop", f"cadence not elapsed: last maintenance {batch_hours:.1f} h ago, "
+                                       f"cadence {policy.cadence_hours:g} h")
         if history.quarantined:
             return verdict("drop", f"quarantined after {history.consecutive_failures} consecutive failures: "
                                    f"{history.last_error}", quarantined=True)
@@ -214,6 +226,7 @@ def _orphan_sweep(
 def _run_request(decision: Decision) -> dg.RunRequest:
     return dg.RunRequest(
         run_key=run_key(decision.partition, decision.health_storage_id),
+        job_name=maintenance_job.name,
         partition_key=decision.partition,
         tags={**maintenance_tags(decision.partition, decision.health_storage_id), **decision.run_tags},
     )
@@ -225,7 +238,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
 
     @dg.sensor(
         name="maintenance_sensor",
-        job=maintenance_job,
+        jobs=[maintenance_job, maintenance_batch_job],  # batch runs: maintenance_batch_size > 1
         minimum_interval_seconds=platform.maintenance_interval_seconds,
         default_status=default,
         description=f"Launches maintenance for unhealthy tables, most valuable first: at most "
@@ -254,18 +267,25 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
             return result(f"{len(in_flight)} maintenance run(s) in flight, the cap is "
                           f"{platform.max_maintenance_in_flight}; {len(pending)} table(s) wait")
         busy = frozenset(run.tags.get(TABLE_TAG, "") for run in in_flight)
+        busy |= frozenset(table for run in in_flight for table in batch_tables(run.tags))
         tick = _Tick(instance, icepack.engine, utc_now(), busy, sizing)
         decisions = _judge_pending(tick, pending, platform.maintenance_candidates_per_tick)
         for decision in decisions:
             if decision.verdict == "drop":
                 pending.pop(decision.partition, None)
                 context.log.info(f"{decision.partition}: not maintained: {decision.reason}")
-        launch, deferred = choose(decisions, slots)
+        if platform.maintenance_batch_size > 1:  # small tables share runs (domain/maintenance_batches.py)
+            planned, deferred = plan_batches(instance, choose(decisions, len(decisions))[0], slots, platform)
+            launch = [d for run in planned for d in run.decisions]
+        else:
+            launch, deferred = choose(decisions, slots)
+            planned = [PlannedRun((d,), batch=False) for d in launch]
         skip = frozenset(pending) | busy
         sweeps, swept, sweep_after, sweep_waiting = _orphan_sweep(
-            tick, platform, ordered, skip, sweep_after, sweep_waiting, slots - len(launch)
+            tick, platform, ordered, skip, sweep_after, sweep_waiting, slots - len(planned)
         )
         launch += swept
+        planned += [PlannedRun((d,), batch=False) for d in swept]
         for decision in launch:
             pending.pop(decision.partition, None)
         if not launch:
@@ -275,6 +295,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
             return result("nothing launched: " + explain(decisions, deferred))
         context.log.info("launching maintenance: " + ", ".join(f"{d.partition} (priority {d.priority:.3g})"
                                                               for d in launch))
-        return result(None, [_run_request(d) for d in launch])
+        requests = [batch_run_request(r) if r.batch else _run_request(r.decisions[0]) for r in planned]
+        return result(None, requests)
 
     return maintenance_sensor

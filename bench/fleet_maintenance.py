@@ -1,0 +1,244 @@
+"""Benchmark: fleet maintenance throughput through the Dagster platform, against one plain Spark session.
+
+N small tables (8 one-row appends: critical with small files) and a few large ones (8 appends of
+30,000 rows, above the first sizing tier) are maintained end to end by a real Dagster deployment on
+this machine (`bench/_platform.py`: the repository's dagster.yaml with its queue limits, a real
+daemon running the real sensors, Dagster's default run launcher, real Spark in every run), once per
+path, each path on its own fresh copies of the tables:
+
+- *a run per table*: today's path (`maintenance_batch_size` 1);
+- *batch runs*: tables of the smallest sizing tier share `maintenance_batch` runs of up to
+  `--batch-size` tables in one Spark session; large tables keep a run each.
+
+Both with the same platform knobs (sensor every 5 s, 2 runs per tick, 2 in flight). Before the daemon
+starts, one in-process health sync marks every table critical (not timed). Timed from the first
+maintenance run's launch to the last table's `maintained_table` event. The floor is one plain PySpark
+session (started before timing) executing the same statements the batch path ran (SETs and CALLs,
+table names swapped) back to back on a third copy. Printed side by side: tables per hour, Spark CALL
+seconds, the per-table fixed overhead (run seconds from launch to end, summed over runs, minus the
+CALL seconds, per table), and each path's wall time for the small tables against the floor's.
+Every table's contents (row count, order-independent checksum) are checked unchanged.
+
+    .venv/bin/python bench/fleet_maintenance.py [--small N] [--large N] [--batch-size N]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import dagster as dg  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
+from bench._platform import Platform, RunTimes  # noqa: E402
+from icepack_dagster.definitions import build_definitions  # noqa: E402
+from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE  # noqa: E402
+from icepack_dagster.defs.event_reads import metadata_of  # noqa: E402
+from icepack_dagster.defs.health_sync.job import health_sync_run_config  # noqa: E402
+from icepack_dagster.defs.materialization_codec import decode_report  # noqa: E402
+from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
+from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE  # noqa: E402
+from icepack_dagster.domain.maintenance_report import MaintenanceReport  # noqa: E402
+from icepack_dagster.settings import load_settings  # noqa: E402
+from tests.tables_testkit import arrow_fingerprint  # noqa: E402
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+LARGE_ROWS = 30_000
+TIERS = [  # classification only (run sizing stays off: every run uses the bench's local[2] Spark)
+    {"name": "small", "below_bytes": 1_000_000, "cpu": "1", "memory": "4Gi", "spark_master": "local[2]",
+     "driver_memory": "2g", "shuffle_partitions": 4, "max_runtime_seconds": 3600},
+    {"name": "large", "cpu": "2", "memory": "4Gi", "spark_master": "local[2]", "driver_memory": "2g",
+     "shuffle_partitions": 4, "max_runtime_seconds": 3600},
+]
+
+
+@dataclass
+class PathResult:
+    name: str
+    small: list[str]
+    large: list[str]
+    reports: dict[str, MaintenanceReport]
+    event_times: dict[str, float]
+    runs: list[RunTimes]
+    first_launch: float
+
+    def call_seconds(self, tables: list[str]) -> float:
+        return sum(r.duration_seconds for t in tables for r in self.reports[t].results if r.statements)
+
+    def wall(self, tables: list[str]) -> float:
+        return max(self.event_times[t] for t in tables) - self.first_launch
+
+
+def make_table(bench: Bench, name: str, rows_per_append: int) -> str:
+    table = bench.catalog.create_table((NAMESPACE, name), schema=SCHEMA)
+    for n in range(8):
+        ids = range(n * rows_per_append, (n + 1) * rows_per_append)
+        table.append(pa.table({"id": list(ids), "name": [f"row {i}" for i in ids]}, schema=SCHEMA))
+    return f"lake.{NAMESPACE}.{name}"
+
+
+def make_set(bench: Bench, prefix: str, small: int, large: int) -> tuple[list[str], list[str]]:
+    return (
+        [make_table(bench, f"{prefix}_s{i:04d}", 1) for i in range(small)],
+        [make_table(bench, f"{prefix}_l{i:02d}", LARGE_ROWS) for i in range(large)],
+    )
+
+
+def contents(bench: Bench, tables: list[str]) -> dict[str, Any]:
+    return {t: arrow_fingerprint(bench.catalog.load_table(t.split(".", 1)[1])) for t in tables}
+
+
+def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list[str]], batch_size: int,
+             timeout: float) -> PathResult:
+    """Maintain one set of tables through a fresh deployment; returns what its runs did and when."""
+    small, large = tables
+    everything = small + large
+    config: dict[str, Any] = {
+        "home": str(bench.workdir / "home"),
+        "catalogs": {"lake": {"kind": "embedded"}},
+        "spark": {"master": "local[2]", "driver_memory": "2g"},
+        "status_workers": 1,
+        "include": [f"lake.{NAMESPACE}.{prefix}_*"],
+        "platform": {
+            "sensors_running_by_default": True,
+            "health_sync_cron": "0 0 1 1 *",  # no scheduled sync during the benchmark
+            "maintenance_interval_seconds": 5,
+            "discovery_interval_seconds": 30,
+            "maintenance_runs_per_tick": 2,
+            "max_maintenance_in_flight": 2,
+            "maintenance_batch_size": batch_size,
+            "sizing_tiers": TIERS,
+        },
+    }
+    platform = Platform(bench.workdir / f"platform-{prefix}", config, queue_interval_seconds=1)
+    try:
+        instance = platform.instance
+        instance.add_dynamic_partitions(PARTITIONS_NAME, everything)
+        defs = build_definitions(load_settings(**config))
+        synced = defs.resolve_job_def("health_sync").execute_in_process(
+            instance=instance, run_config=health_sync_run_config(everything, "all")
+        )
+        assert synced.success
+        platform.start()
+        events = _wait_for_maintenance(instance, everything, timeout, platform)
+        maintenance = instance.get_run_records(dg.RunsFilter(tags={KIND_TAG: MAINTENANCE}))
+        runs = [r.dagster_run.run_id for r in maintenance]
+        times = platform.wait(runs, timeout=timeout)
+    finally:
+        platform.stop()
+    reports = {}
+    for partition, record in events.items():
+        report = decode_report(metadata_of(record))
+        assert report is not None, partition
+        reports[partition] = report
+    return PathResult(name, small, large, reports, {p: r.timestamp for p, r in events.items()}, times,
+                      min(t.launched for t in times))
+
+
+def _wait_for_maintenance(
+    instance: dg.DagsterInstance, tables: list[str], timeout: float, platform: Platform
+) -> dict[str, Any]:
+    """Each table's first `maintained_table` event (materialization or observation of a failure)."""
+    deadline = time.monotonic() + timeout
+    found: dict[str, Any] = {}
+    while len(found) < len(tables):
+        if time.monotonic() > deadline:
+            missing = sorted(set(tables) - set(found))
+            raise TimeoutError(f"{len(missing)} table(s) not maintained after {timeout:.0f} s: "
+                               f"{missing[:5]}; see {platform.log}")
+        filters = dg.AssetRecordsFilter(asset_key=MAINTAINED_TABLE)
+        records = [*instance.fetch_materializations(filters, limit=10_000).records,
+                   *instance.fetch_observations(filters, limit=10_000).records]
+        for record in records:
+            partition = record.partition_key
+            if partition in tables and partition not in found:
+                found[partition] = record
+        time.sleep(1.0)
+    return found
+
+
+def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tables: list[str]) -> float:
+    """Wall seconds of one plain session running the statements `reference` ran on `tables`, on the
+    floor's copies (table names swapped), back to back."""
+    spark = bench.spark
+    spark.sql("SELECT 1").collect()  # the session exists before timing
+    statements = []
+    for ref, copy in zip(tables, floor_tables, strict=True):
+        ref_name, copy_name = ref.rsplit(".", 1)[1], copy.rsplit(".", 1)[1]
+        for result in reference.reports[ref].results:
+            statements += [s.replace(ref_name, copy_name) for s in result.statements]
+    started = time.perf_counter()
+    for statement in statements:
+        spark.sql(statement).collect()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    args = arguments(
+        __doc__.splitlines()[0],
+        lambda p: (
+            p.add_argument("--small", type=int, default=10, help="small tables per path (default 10)"),
+            p.add_argument("--large", type=int, default=2, help="large tables per path (default 2)"),
+            p.add_argument("--batch-size", type=int, default=20, help="maintenance_batch_size (default 20)"),
+            p.add_argument("--timeout", type=float, default=3600, help="seconds per path before giving up"),
+        ),
+    )
+    bench = Bench(args.workdir)
+    tag = uuid.uuid4().hex[:6]
+    print(f"Fleet maintenance benchmark ({args.small} small + {args.large} large tables per path); "
+          f"{machine()}")
+    sets = {name: make_set(bench, f"fm{tag}_{name}", args.small, args.large)
+            for name in ("run", "batch", "floor")}
+    before = {name: contents(bench, [*s[0], *s[1]]) for name, s in sets.items()}
+
+    per_table = run_path(bench, "a run per table", f"fm{tag}_run", sets["run"], 1, args.timeout)
+    batched = run_path(bench, f"batch runs (up to {args.batch_size})", f"fm{tag}_batch", sets["batch"],
+                       args.batch_size, args.timeout)
+    floor_small, floor_large = sets["floor"]
+    floor_wall_small = run_floor(bench, batched, batched.small, floor_small)
+    floor_wall_large = run_floor(bench, batched, batched.large, floor_large)
+
+    for name, tables in sets.items():
+        after = contents(bench, [*tables[0], *tables[1]])
+        assert after == before[name], f"contents changed in the {name} set"
+    for path in (per_table, batched):
+        failed = [t for t, r in path.reports.items() if r.outcome != "succeeded"]
+        assert not failed, f"{path.name}: not succeeded: {[(t, path.reports[t].outcome) for t in failed]}"
+
+    rows: list[list[Any]] = [[
+        "floor: one plain PySpark session, same statements", args.small, floor_wall_small,
+        3600 * args.small / floor_wall_small, floor_wall_small, "-", "-", "1.00x",
+    ]]
+    baseline_rate = None
+    for path in (per_table, batched):
+        tables = path.small + path.large
+        small_wall = path.wall(path.small)
+        run_seconds = sum(r.launch_to_end for r in path.runs)
+        overhead = (run_seconds - path.call_seconds(tables)) / len(tables)
+        rate = 3600 * len(tables) / path.wall(tables)
+        baseline_rate = baseline_rate or rate
+        rows.append([
+            f"{path.name}: {len(path.runs)} runs", f"{len(path.small)} + {len(path.large)} large",
+            path.wall(tables), rate, path.call_seconds(tables), overhead,
+            f"{ratio(rate, baseline_rate)} ({small_wall:.0f} s for the small ones)",
+            ratio(small_wall, floor_wall_small),
+        ])
+    table(
+        "Fleet maintenance, end to end through Dagster (first launch to last table) vs one plain session",
+        ["path", "tables", "wall s", "tables/h", "Spark CALL s", "fixed overhead s/table",
+         "tables/h vs a run per table", "small tables vs floor"],
+        rows,
+    )
+    print(f"large tables on their own runs: the floor runs their statements in {floor_wall_large:.1f} s")
+    print("every table's contents (row count, checksum) unchanged; every maintenance succeeded")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The `maintenance_batch` job: one run maintains several small tables one after the other in one
+Spark session (`domain/maintenance_batches.py` says which tables share a run, `batch_maintenance.py`
+what the run does), and the run requests the maintenance sensor makes for it.
+
+A batch run is a maintenance run like any other for the queue and the sensor's caps (`icepack/kind`:
+maintenance); it lists its tables in its run config and in the `icepack/batch_tables` tag, which the
+sensor reads to leave those tables alone while the run is queued or running.
+"""
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from icepack_dagster.defs.asset_keys import TABLE_STATUS
+from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
+from icepack_dagster.defs.maintenance.batch_maintenance import maintain_batch
+from icepack_dagster.defs.materialization_codec import decode_status
+from icepack_dagster.defs.resources import IcepackResource, SparkResource
+from icepack_dagster.defs.run_tags import (
+    KIND_TAG,
+    MAINTENANCE,
+    MAX_RETRIES_TAG,
+    RETRY_ON_FAILURE_TAG,
+    batch_tags,
+)
+from icepack_dagster.domain.maintenance_batches import PlannedRun, is_small, plan_runs
+from icepack_dagster.domain.maintenance_selection import Decision
+from icepack_dagster.platform_settings import PlatformSettings
+
+BATCH_TABLES_TAG = "icepack/batch_tables"
+BATCH_JOB = "maintenance_batch"
+
+
+class MaintenanceBatchConfig(dg.Config):
+    """Which tables one batch run maintains, in order."""
+
+    tables: list[str] = Field(min_length=1, description="Tables to maintain: iceberg_tables partition keys")
+
+
+@dg.op(name="maintain_tables")
+def maintain_tables_op(
+    context: dg.OpExecutionContext,
+    config: MaintenanceBatchConfig,
+    icepack: IcepackResource,
+    spark: SparkResource,
+) -> None:
+    """Maintain each table of the batch in this run's one Spark session; one table's failure is
+    recorded for that table and the run goes on with the next."""
+    maintain_batch(context, icepack, spark, config.tables)
+
+
+@dg.job(
+    name=BATCH_JOB,
+    tags={KIND_TAG: MAINTENANCE},
+    executor_def=dg.in_process_executor,  # one op: a step process would add a Python start and an import
+    description="Recommend and run maintenance for several small tables in one run and one Spark "
+    "session (run config: tables); a maintained_table materialization per table.",
+)
+def maintenance_batch_job() -> None:
+    maintain_tables_op()
+
+
+def batch_tables(tags: Mapping[str, str]) -> list[str]:
+    """The tables a batch run's tags name (none for any other run)."""
+    raw = tags.get(BATCH_TABLES_TAG)
+    return list(json.loads(raw)) if raw else []
+
+
+def batch_run_request(run: PlannedRun) -> dg.RunRequest:
+    """A batch run over `run`'s tables; its run key names the tables and their health events, so a
+    restarted daemon never launches the same batch twice."""
+    tables = [d.partition for d in run.decisions]
+    events = ",".join(f"{d.partition}:{d.health_storage_id}" for d in run.decisions)
+    digest = hashlib.sha256(events.encode()).hexdigest()[:16]
+    tags = {
+        KIND_TAG: MAINTENANCE,
+        MAX_RETRIES_TAG: "1",
+        RETRY_ON_FAILURE_TAG: "false",
+        BATCH_TABLES_TAG: json.dumps(tables),
+        **batch_tags(tables),
+        **run.decisions[0].run_tags,  # the smallest tier's sizing, when run sizing is on
+    }
+    return dg.RunRequest(
+        run_key=f"maintain-batch:{tables[0]}:{digest}",
+        job_name=BATCH_JOB,
+        run_config=batch_run_config(tables),
+        tags=tags,
+    )
+
+
+def batch_run_config(tables: list[str]) -> dict[str, Any]:
+    return {"ops": {maintain_tables_op.name: {"config": {"tables": tables}}}}
+
+
+def plan_batches(
+    instance: dg.DagsterInstance, launchable: list[Decision], run_slots: int, platform: PlatformSettings
+) -> tuple[list[PlannedRun], list[Decision]]:
+    """The maintenance sensor's runs when batching is on: tables of the smallest sizing tier (by
+    their latest `table_status`) share batch runs; every other table, or one without a readable
+    status, gets a run of its own."""
+    sizing = platform.sizing_policy()
+    records = latest_per_partition(instance, TABLE_STATUS, [d.partition for d in launchable])
+    small = set()
+    for partition, record in records.items():
+        status = decode_status(metadata_of(record))
+        if status is not None and is_small(status, sizing):
+            small.add(partition)
+    return plan_runs(launchable, frozenset(small), run_slots, platform.maintenance_batch_size)

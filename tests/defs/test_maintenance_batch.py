@@ -1,0 +1,170 @@
+"""Contract (issue 16): with `maintenance_batch_size` above 1, the maintenance sensor puts tables of the
+smallest sizing tier into one `maintenance_batch` run, which maintains them one after the other in one
+Spark session. Each table keeps its own `maintained_table` event, its own lease and its own failure
+record: a table whose maintenance fails (a data file missing under it) is recorded as failed in its
+history and observed with the error, while the tables before and after it in the same run are
+compacted with contents unchanged (main and a tag), materialized, and re-measured healthy in the run.
+The run itself succeeds. A table of a larger tier keeps a run of its own, and the tables of a batch
+in flight wait while the batch counts as one run in flight."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlparse
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB, BATCH_TABLES_TAG, batch_tables
+from icepack_dagster.defs.materialization_codec import OUTCOME
+from icepack_dagster.defs.partitions import table_key
+from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE
+from icepack_dagster.domain.run_sizing import SizingTier
+from icepack_dagster.engine import Engine
+from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.platform_settings import PlatformSettings
+from icepack_dagster.settings import IcepackSettings
+from tests.defs.dagster_testkit import (
+    SCHEMA,
+    discover,
+    evaluate_sensor,
+    execute_run_request,
+    latest_health,
+    run_health_sync,
+    small_file_table,
+)
+from tests.factories import settings_with_platform
+from tests.tables_testkit import table_fingerprint
+
+pytestmark = pytest.mark.spark
+
+
+def _batching(settings: IcepackSettings, **knobs: object) -> dg.Definitions:
+    platform = PlatformSettings(maintenance_batch_size=5, **knobs)  # type: ignore[arg-type]
+    return build_definitions(settings_with_platform(settings, platform))
+
+
+def _contents(spark, qualified: str) -> tuple[object, object]:  # type: ignore[no-untyped-def]
+    tagged = table_fingerprint(spark, f"(SELECT * FROM {qualified} VERSION AS OF 'before')")
+    return table_fingerprint(spark, qualified), tagged
+
+
+def _requests_the_daemon_accepts(defs: dg.Definitions, requests: list[dg.RunRequest]) -> list[str]:
+    """The requests' jobs, each one the sensor targets (the daemon refuses a request for any other)."""
+    targets = {job.name for job in defs.resolve_sensor_def("maintenance_sensor").jobs}
+    assert all(request.job_name in targets for request in requests), (targets, requests)
+    return [str(request.job_name) for request in requests]
+
+
+def _remove_one_data_file(catalogs: CatalogSet, identifier: str) -> None:
+    table = catalogs.get("lake").load_table(identifier)
+    data_file = next(iter(table.scan().plan_files())).file.file_path
+    Path(urlparse(data_file).path).unlink()
+
+
+def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+    spark,  # type: ignore[no-untyped-def]
+) -> None:
+    defs = _batching(scoped_settings)
+    lake = catalogs.get("lake")
+    names = ["first", "broken", "last"]
+    for name in names:
+        small_file_table(lake, f"{namespace}.{name}", appends=10)
+        spark.sql(f"ALTER TABLE lake.{namespace}.{name} CREATE TAG before")
+    partitions = discover(defs, instance)
+    assert run_health_sync(defs, instance, partitions).success
+    healthy = [f"lake.{namespace}.first", f"lake.{namespace}.last"]
+    broken = f"lake.{namespace}.broken"
+    before = {p: _contents(spark, p) for p in healthy}
+    _remove_one_data_file(catalogs, f"{namespace}.broken")
+
+    decided = evaluate_sensor(defs, "maintenance_sensor", instance)
+    (request,) = decided.run_requests
+    assert request.job_name == BATCH_JOB and request.tags[KIND_TAG] == MAINTENANCE
+    assert _requests_the_daemon_accepts(defs, decided.run_requests) == [BATCH_JOB]
+    assert sorted(batch_tables(request.tags)) == sorted(partitions)
+    result = execute_run_request(defs, instance, request, BATCH_JOB)
+
+    assert result.success, "one table's failure does not fail the run"
+    maintained = {e.partition: e for e in result.asset_materializations_for_node("maintain_tables")
+                  if e.asset_key == MAINTAINED_TABLE}
+    assert set(maintained) == set(healthy)
+    for partition in healthy:
+        assert maintained[partition].metadata[OUTCOME].value == "succeeded"
+        assert maintained[partition].metadata["data_files_after"].value < 10
+        assert _contents(spark, partition) == before[partition]
+        assert latest_health(instance, partition).state == "healthy", "re-measured in the batch run"
+    (failed,) = [
+        e for e in result.asset_observations_for_node("maintain_tables") if e.asset_key == MAINTAINED_TABLE
+    ]
+    assert failed.partition == broken and failed.metadata[OUTCOME].value == "failed"
+    engine = Engine(scoped_settings)
+    history = engine.history(table_key(broken))
+    assert history.consecutive_failures == 1 and history.last_error
+    assert all(engine.history(table_key(p)).consecutive_failures == 0 for p in healthy)
+
+    again = evaluate_sensor(defs, "maintenance_sensor", instance, cursor=decided.cursor)
+    launched = [t for r in again.run_requests or [] for t in batch_tables(r.tags) or [r.partition_key]]
+    assert not set(launched) & set(healthy), "maintained tables are not launched again"
+
+
+def test_a_table_above_the_smallest_tier_keeps_its_own_run(
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+) -> None:
+    lake = catalogs.get("lake")
+    small_file_table(lake, f"{namespace}.small", appends=10)
+    big = small_file_table(lake, f"{namespace}.big", appends=10)
+    rows = 200_000  # one data file of a few hundred kB: past the first tier's 100 kB, unlike `small`
+    big.append(pa.table({"id": range(rows), "name": [f"row {i}" for i in range(rows)]}, schema=SCHEMA))
+    tiers = (
+        SizingTier(name="tiny", below_bytes=100_000, cpu="1", memory="2Gi", spark_master="local[1]",
+                   driver_memory="1g", shuffle_partitions=2, max_runtime_seconds=600),
+        SizingTier(name="rest", cpu="2", memory="4Gi", spark_master="local[2]", driver_memory="2g",
+                   shuffle_partitions=4, max_runtime_seconds=600),
+    )
+    defs = _batching(scoped_settings, sizing_tiers=tiers)
+    partitions = discover(defs, instance)
+    assert run_health_sync(defs, instance, partitions).success
+
+    decided = evaluate_sensor(defs, "maintenance_sensor", instance)
+    by_job = {r.job_name: r for r in decided.run_requests}
+    assert set(by_job) == {BATCH_JOB, "maintenance"}, decided.run_requests
+    assert sorted(_requests_the_daemon_accepts(defs, decided.run_requests)) == sorted(by_job)
+    assert batch_tables(by_job[BATCH_JOB].tags) == [f"lake.{namespace}.small"]
+    assert by_job["maintenance"].partition_key == f"lake.{namespace}.big"
+
+
+def test_tables_of_a_batch_in_flight_wait_and_count_as_one_run_in_flight(
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+) -> None:
+    defs = _batching(scoped_settings, max_maintenance_in_flight=2)
+    lake = catalogs.get("lake")
+    for name in ("busy", "free"):
+        small_file_table(lake, f"{namespace}.{name}", appends=10)
+    partitions = discover(defs, instance)
+    assert run_health_sync(defs, instance, partitions).success
+    busy, free = f"lake.{namespace}.busy", f"lake.{namespace}.free"
+    seen: list[dg.SensorResult] = []
+
+    @dg.asset
+    def batch_in_flight() -> None:
+        seen.append(evaluate_sensor(defs, "maintenance_sensor", instance))
+
+    tags = {KIND_TAG: MAINTENANCE, BATCH_TABLES_TAG: json.dumps([busy])}
+    assert dg.materialize([batch_in_flight], instance=instance, tags=tags).success
+    (request,) = seen[0].run_requests
+    assert batch_tables(request.tags) == [free], "the table of the batch in flight waits"
