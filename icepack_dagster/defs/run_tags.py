@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.domain.run_sizing import K8S_CONFIG_TAG
 
 TABLE_TAG = "icepack/table"
@@ -69,3 +70,22 @@ def maintenance_runs(
     """Maintenance runs (of one table, when given; in `statuses`, when given) as run storage selects them."""
     tags = {KIND_TAG: MAINTENANCE} | ({TABLE_TAG: table} if table is not None else {})
     return dg.RunsFilter(tags=tags, statuses=list(statuses) if statuses is not None else None)
+
+
+def runs_maintaining(
+    instance: dg.DagsterInstance, statuses: Sequence[dg.DagsterRunStatus]
+) -> list[dg.DagsterRun]:
+    """Maintenance runs in `statuses`, whoever launched them: the tagged runs of the maintenance jobs,
+    and runs of any other job that select `maintained_table` (Materialize, the launchpad, a backfill,
+    the GraphQL API), which carry only Dagster's own tags. One query over the runs in `statuses`."""
+    runs = [r.dagster_run for r in instance.get_run_records(dg.RunsFilter(statuses=list(statuses)))]
+    return [
+        run
+        for run in runs
+        if run.tags.get(KIND_TAG) == MAINTENANCE or MAINTAINED_TABLE in (run.asset_selection or ())
+    ]
+
+
+def table_of_run(run: dg.DagsterRun) -> str | None:
+    """The table a one-table run maintains: icepack's tag, else the run's partition."""
+    return run.tags.get(TABLE_TAG) or run.tags.get(PARTITION_TAG)

@@ -23,7 +23,7 @@ from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB, BATCH_TABLES_T
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE
-from icepack_dagster.domain.run_sizing import SizingTier
+from icepack_dagster.domain.sizing_tiers import SizingTier
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.platform_settings import PlatformSettings

@@ -17,6 +17,8 @@ import dagster as dg
 import pytest
 
 from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
 from icepack_dagster.domain.maintenance_selection import order_candidates
 from icepack_dagster.domain.sensor_cursors import MaintenanceCursor
@@ -161,6 +163,35 @@ def test_cap_in_flight_and_busy_table(
     busy = evaluate_inside_a_run(roomy, instance, maintenance_tags(key(namespace, "small")))
     assert not busy.run_requests
     assert "already queued or running" in busy.skip_reason.skip_message
+
+
+def test_a_materialize_of_maintained_table_counts_in_flight_and_holds_its_table(
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+) -> None:
+    """A run launched from the asset page (any job selecting maintained_table, with only Dagster's own
+    tags) is a maintenance in flight for the sensor: it takes a slot and its table is busy."""
+    small_file_table(catalogs.get("lake"), f"{namespace}.small", appends=12)
+    roomy = definitions_with(scoped_settings, max_maintenance_in_flight=5)
+    capped = definitions_with(scoped_settings, max_maintenance_in_flight=1)
+    sync_all(roomy, instance)
+    table = key(namespace, "small")
+    seen: dict[str, dg.SensorResult] = {}
+
+    @dg.asset(name=MAINTAINED_TABLE.path[-1], partitions_def=ICEBERG_TABLES)
+    def manual_maintenance() -> None:  # stands in for the real asset: the run is what is judged
+        seen["roomy"] = evaluate_sensor(roomy, SENSOR, instance)
+        seen["capped"] = evaluate_sensor(capped, SENSOR, instance)
+
+    asset_job = dg.Definitions(assets=[manual_maintenance]).resolve_implicit_global_asset_job_def()
+    run = asset_job.execute_in_process(
+        instance=instance, partition_key=table, asset_selection=[MAINTAINED_TABLE]
+    )
+    assert run.success and run.dagster_run.job_name == "__ASSET_JOB"
+    assert MAINTENANCE not in run.dagster_run.tags.values(), "the run carries only Dagster's tags"
+    assert not seen["roomy"].run_requests
+    assert "already queued or running" in seen["roomy"].skip_reason.skip_message
+    assert not seen["capped"].run_requests
+    assert "1 maintenance run(s) in flight, the cap is 1" in seen["capped"].skip_reason.skip_message
 
 
 def test_window_waits_and_disabled_policy_drops(

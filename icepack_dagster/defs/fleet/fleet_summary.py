@@ -17,7 +17,7 @@ from icepack_dagster.defs.materialization_codec import (
 )
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.run_tags import maintenance_runs
+from icepack_dagster.defs.run_tags import runs_maintaining
 from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.fleet import ATTENTION_ROWS, FleetSummary, TableAttention, needing_attention
 from icepack_dagster.domain.health_model import HealthState, TableHealth
@@ -29,7 +29,7 @@ _PAGE = 1000
 
 
 def _maintenance_runs(instance: dg.DagsterInstance, statuses: list[dg.DagsterRunStatus]) -> int:
-    return len(instance.get_run_records(filters=maintenance_runs(statuses=statuses)))
+    return len(runs_maintaining(instance, statuses))
 
 
 def _healths(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, TableHealth]:

@@ -3,7 +3,8 @@ Spark session (`domain/maintenance_batches.py` says which tables share a run, `b
 what the run does), and the run requests the maintenance sensor makes for it.
 
 A batch run is a maintenance run like any other for the queue and the sensor's caps (`icepack/kind`:
-maintenance); it lists its tables in its run config and in the `icepack/batch_tables` tag, which the
+maintenance; its op takes a slot of the `icepack_maintenance` pool, as `maintained_table` does); it
+lists its tables in its run config and in the `icepack/batch_tables` tag, which the
 sensor reads to leave those tables alone while the run is queued or running.
 """
 
@@ -23,6 +24,7 @@ from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.defs.run_tags import (
     KIND_TAG,
     MAINTENANCE,
+    MAINTENANCE_POOL,
     MAX_RETRIES_TAG,
     RETRY_ON_FAILURE_TAG,
     batch_tags,
@@ -41,7 +43,7 @@ class MaintenanceBatchConfig(dg.Config):
     tables: list[str] = Field(min_length=1, description="Tables to maintain: iceberg_tables partition keys")
 
 
-@dg.op(name="maintain_tables")
+@dg.op(name="maintain_tables", pool=MAINTENANCE_POOL)  # the same cap as one-table maintenance runs
 def maintain_tables_op(
     context: dg.OpExecutionContext,
     config: MaintenanceBatchConfig,

@@ -34,7 +34,7 @@ from icepack_dagster.defs.maintenance.job import maintenance_job
 from icepack_dagster.defs.materialization_codec import decode_health, decode_status
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.run_tags import TABLE_TAG, maintenance_runs, maintenance_tags
+from icepack_dagster.defs.run_tags import maintenance_runs, maintenance_tags, runs_maintaining, table_of_run
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.health_model import HealthState
 from icepack_dagster.domain.maintenance_batches import PlannedRun
@@ -252,7 +252,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         tables = set(ordered)
         pending = {p: v for p, v in pending.items() if p in tables}
         sweep_after, sweep_waiting = cursor.sweep_after, [p for p in cursor.sweep_waiting if p in tables]
-        in_flight = [r.dagster_run for r in instance.get_run_records(maintenance_runs(statuses=IN_FLIGHT))]
+        in_flight = runs_maintaining(instance, IN_FLIGHT)  # the sensor's runs and manual ones alike
         slots = min(platform.maintenance_runs_per_tick, platform.max_maintenance_in_flight - len(in_flight))
 
         def result(skip: str | None, requests: list[dg.RunRequest] | None = None) -> dg.SensorResult:
@@ -266,7 +266,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         if slots <= 0:
             return result(f"{len(in_flight)} maintenance run(s) in flight, the cap is "
                           f"{platform.max_maintenance_in_flight}; {len(pending)} table(s) wait")
-        busy = frozenset(run.tags.get(TABLE_TAG, "") for run in in_flight)
+        busy = frozenset(table for run in in_flight if (table := table_of_run(run)) is not None)
         busy |= frozenset(table for run in in_flight for table in batch_tables(run.tags))
         tick = _Tick(instance, icepack.engine, utc_now(), busy, sizing)
         decisions = _judge_pending(tick, pending, platform.maintenance_candidates_per_tick)
