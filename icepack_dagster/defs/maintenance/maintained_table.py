@@ -13,7 +13,7 @@ from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommend
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.defs.run_tags import MAINTENANCE_POOL, OUTCOME_TAG
-from icepack_dagster.domain.health_model import HealthState, state_rank
+from icepack_dagster.domain.health_model import HealthState, TableHealth, state_rank
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation_model import Recommendation
@@ -109,8 +109,13 @@ def maintained_table(
         )
     if reason is not None:
         context.log.warning(f"{key.text}: {report.outcome}: {reason}")
+    return dg.MaterializeResult(metadata=metadata, check_results=[_health_after_check(health_after)])
+
+
+def _health_after_check(health_after: TableHealth) -> dg.AssetCheckResult:
+    """`healthy_after_maintenance` for this table's partition: WARN while the table is still unhealthy."""
     healthy = health_after.state is HealthState.HEALTHY
-    check = dg.AssetCheckResult(
+    return dg.AssetCheckResult(
         check_name=HEALTH_AFTER_CHECK,
         passed=healthy,
         severity=dg.AssetCheckSeverity.WARN,
@@ -118,7 +123,6 @@ def maintained_table(
         description=None if healthy else f"still {health_after.state.value}: "
         + "; ".join(issue.message for issue in health_after.issues),
     )
-    return dg.MaterializeResult(metadata=metadata, check_results=[check])
 
 
 def why_nothing_changed(report: MaintenanceReport, config: MaintenanceConfig) -> str | None:
@@ -126,7 +130,7 @@ def why_nothing_changed(report: MaintenanceReport, config: MaintenanceConfig) ->
     if report.outcome == "dry_run":
         planned = [r for r in report.results if r.status == "dry_run"]
         return (f"{len(planned)} action(s) would run ({', '.join(r.action for r in planned)}); their SQL "
-                "is in the summary; nothing was changed")
+                "is in `sql`; nothing was changed")
     if report.outcome != "nothing_to_do":
         return None
     reasons = [f"{r.action}: {r.reason}" for r in report.results if r.reason]

@@ -12,14 +12,11 @@ tick, and a less urgent table left out returns with its next health event, at mo
 `attention_rewrite_hours` later.
 """
 
-from dataclasses import dataclass
-from datetime import datetime
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.event_reads import (
-    latest_of,
     latest_per_partition,
     metadata_of,
     new_materializations,
@@ -31,16 +28,15 @@ from icepack_dagster.defs.maintenance.batch_job import (
     plan_batches,
 )
 from icepack_dagster.defs.maintenance.job import maintenance_job
-from icepack_dagster.defs.materialization_codec import decode_health, decode_status
-from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
+from icepack_dagster.defs.maintenance.tick_judge import TickJudge, judge_pending
+from icepack_dagster.defs.materialization_codec import decode_health
+from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.run_tags import maintenance_runs, maintenance_tags, runs_maintaining, table_of_run
-from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.defs.run_tags import maintenance_tags, runs_maintaining, table_of_run
 from icepack_dagster.domain.health_model import HealthState
 from icepack_dagster.domain.maintenance_batches import PlannedRun
 from icepack_dagster.domain.maintenance_selection import (
     Decision,
-    Verdict,
     choose,
     explain,
     health_score,
@@ -48,11 +44,8 @@ from icepack_dagster.domain.maintenance_selection import (
     order_candidates,
     sweep_page,
 )
-from icepack_dagster.domain.policy import in_window
-from icepack_dagster.domain.run_sizing import SizingPolicy, size_run, sizing_tags
 from icepack_dagster.domain.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
-from icepack_dagster.engine import Engine, utc_now
-from icepack_dagster.exceptions import ConfigurationError, InvalidPolicyError
+from icepack_dagster.engine import utc_now
 from icepack_dagster.platform_settings import PlatformSettings
 
 IN_FLIGHT = [
@@ -70,81 +63,8 @@ def run_key(partition: str, health_storage_id: int) -> str:
     return f"maintain:{partition}:{health_storage_id}"
 
 
-@dataclass(frozen=True)
-class _Tick:
-    instance: dg.DagsterInstance
-    engine: Engine
-    now: datetime
-    busy: frozenset[str]
-    sizing: SizingPolicy | None
-
-    def hours_since_last_run(self, partition: str) -> float | None:
-        records = self.instance.get_run_records(
-            filters=maintenance_runs(partition), limit=1
-        )
-        if not records:
-            return None
-        return (self.now - records[0].create_timestamp).total_seconds() / 3600
-
-    def judge(self, partition: str, pending: PendingTable, sweep: bool = False) -> Decision:
-        """Launch, wait or drop one table; `sweep`: a healthy table, launched only for orphan removal."""
-        def verdict(
-            kind: Verdict,
-            reason: str,
-            priority: float = 0.0,
-            quarantined: bool = False,
-            run_tags: dict[str, str] | None = None,
-        ) -> Decision:
-            return Decision(partition=partition, verdict=kind, reason=reason, quarantined=quarantined,
-                            health_storage_id=pending.health_storage_id, priority=priority,
-                            run_tags=run_tags or {})
-
-        if partition in self.busy:
-            return verdict("wait", "a maintenance run is already queued or running")
-        record = latest_of(self.instance, TABLE_STATUS, partition)
-        status = decode_status(metadata_of(record)) if record is not None else None
-        if status is None:
-            return verdict("drop", "no readable table_status materialization")
-        key = table_key(partition)
-        try:
-            policy = self.engine.policy(key, status.properties).policy
-        except InvalidPolicyError as error:
-            return verdict("drop", str(error))
-        if not policy.enabled:
-            return verdict("drop", "disabled by policy (icepack.enabled=false)")
-        hours = self.hours_since_last_run(partition)
-        if hours is not None and hours < policy.cadence_hours:
-            return verdict("drop", f"cadence not elapsed: last maintenance {hours:.1f} h ago, "
-                                   f"cadence {policy.cadence_hours:g} h")
-        history = self.engine.history(key, policy)
-        if history.last_run_at is not None and hours is None:  # maintained in a batch run (no table tag)
-            batch_hours = (self.now - history.last_run_at).total_seconds() / 3600
-            if batch_hours < policy.cadence_hours:
-                return verdict("drop", f"cadence not elapsed: last maintenance {batch_hours:.1f} h ago, "
-                                       f"cadence {policy.cadence_hours:g} h")
-        if history.quarantined:
-            return verdict("drop", f"quarantined after {history.consecutive_failures} consecutive failures: "
-                                   f"{history.last_error}", quarantined=True)
-        if not in_window(policy, self.now):
-            return verdict("wait", "outside its maintenance window")
-        recommendation = self.engine.recommend(key, status=status, now=self.now)
-        orphans = MaintenanceAction.REMOVE_ORPHAN_FILES
-        if sweep and all(action.action is not orphans for action in recommendation.actions):
-            return verdict("drop", "no orphan sweep due")
-        if not recommendation.needs_work:
-            reasons = "; ".join(f"{s.action.value}: {s.reason}" for s in recommendation.skipped[:2])
-            return verdict("drop", f"nothing to do ({reasons})" if reasons else "nothing to do")
-        try:
-            run_tags = sizing_tags(size_run(status, self.sizing)) if self.sizing is not None else {}
-        except ConfigurationError as error:
-            return verdict("drop", str(error))
-        return verdict(
-            "launch", f"{len(recommendation.actions)} action(s)", recommendation.priority, run_tags=run_tags
-        )
-
-
 def _sweep_decisions(
-    tick: _Tick,
+    tick: TickJudge,
     partitions: list[str],
     after: str | None,
     waiting: list[str],
@@ -189,22 +109,8 @@ def _read_new_health(
     return after, pending, len(records)
 
 
-def _judge_pending(tick: _Tick, pending: dict[str, PendingTable], candidates: int) -> list[Decision]:
-    """The most urgent pending tables judged, at most `candidates` of them; quarantined tables are
-    judged without using that budget (they are dropped at once)."""
-    decisions: list[Decision] = []
-    judged = 0
-    for partition in order_candidates(pending):
-        if judged >= candidates:
-            break
-        decision = tick.judge(partition, pending[partition])
-        decisions.append(decision)
-        judged += 0 if decision.quarantined else 1
-    return decisions
-
-
 def _orphan_sweep(
-    tick: _Tick,
+    tick: TickJudge,
     platform: PlatformSettings,
     partitions: list[str],
     skip: frozenset[str],
@@ -230,6 +136,23 @@ def _run_request(decision: Decision) -> dg.RunRequest:
         partition_key=decision.partition,
         tags={**maintenance_tags(decision.partition, decision.health_storage_id), **decision.run_tags},
     )
+
+
+def _busy_tables(in_flight: list[dg.DagsterRun]) -> frozenset[str]:
+    """Tables a run in flight maintains: a one-table run's table, every table of a batch run."""
+    busy = frozenset(table for run in in_flight if (table := table_of_run(run)) is not None)
+    return busy | frozenset(table for run in in_flight for table in batch_tables(run.tags))
+
+
+def _plan(
+    instance: dg.DagsterInstance, platform: PlatformSettings, decisions: list[Decision], slots: int
+) -> tuple[list[PlannedRun], list[Decision]]:
+    """(runs to launch, tables deferred): one run per table, or with maintenance_batch_size > 1 small
+    tables sharing batch runs (domain/maintenance_batches.py); at most `slots` runs."""
+    if platform.maintenance_batch_size > 1:
+        return plan_batches(instance, choose(decisions, len(decisions))[0], slots, platform)
+    launch, deferred = choose(decisions, slots)
+    return [PlannedRun((d,), batch=False) for d in launch], deferred
 
 
 def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
@@ -266,20 +189,15 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         if slots <= 0:
             return result(f"{len(in_flight)} maintenance run(s) in flight, the cap is "
                           f"{platform.max_maintenance_in_flight}; {len(pending)} table(s) wait")
-        busy = frozenset(table for run in in_flight if (table := table_of_run(run)) is not None)
-        busy |= frozenset(table for run in in_flight for table in batch_tables(run.tags))
-        tick = _Tick(instance, icepack.engine, utc_now(), busy, sizing)
-        decisions = _judge_pending(tick, pending, platform.maintenance_candidates_per_tick)
+        busy = _busy_tables(in_flight)
+        tick = TickJudge(instance, icepack.engine, utc_now(), busy, sizing)
+        decisions = judge_pending(tick, pending, platform.maintenance_candidates_per_tick)
         for decision in decisions:
             if decision.verdict == "drop":
                 pending.pop(decision.partition, None)
                 context.log.info(f"{decision.partition}: not maintained: {decision.reason}")
-        if platform.maintenance_batch_size > 1:  # small tables share runs (domain/maintenance_batches.py)
-            planned, deferred = plan_batches(instance, choose(decisions, len(decisions))[0], slots, platform)
-            launch = [d for run in planned for d in run.decisions]
-        else:
-            launch, deferred = choose(decisions, slots)
-            planned = [PlannedRun((d,), batch=False) for d in launch]
+        planned, deferred = _plan(instance, platform, decisions, slots)
+        launch = [d for run in planned for d in run.decisions]
         skip = frozenset(pending) | busy
         sweeps, swept, sweep_after, sweep_waiting = _orphan_sweep(
             tick, platform, ordered, skip, sweep_after, sweep_waiting, slots - len(planned)
