@@ -197,6 +197,12 @@ def _field_name(location: tuple[int | str, ...]) -> str:
     return field
 
 
+def java_home() -> str | None:
+    """`JAVA_HOME`, the one variable read outside the `ICEPACK_` prefix: Spark's launcher reads it too,
+    and the check that a JVM exists must look where Spark will."""
+    return os.environ.get("JAVA_HOME")
+
+
 def load_settings(**overrides: Any) -> IcepackSettings:
     """Build settings from the environment and the config file, turning validation errors into one
     `ConfigurationError` that names each offending field (never its secret value)."""

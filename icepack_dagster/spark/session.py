@@ -8,7 +8,6 @@ configuration, so a Connect session gets only runtime SQL settings and needs no 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from icepack_dagster.catalog_config import (
     spark_catalog_conf,
 )
 from icepack_dagster.exceptions import MissingComponentError
-from icepack_dagster.settings import IcepackSettings
+from icepack_dagster.settings import IcepackSettings, java_home
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_AWS_BUNDLE, ICEBERG_SPARK_RUNTIME, cached_jar
 
 if TYPE_CHECKING:
@@ -58,8 +57,8 @@ def resolve_jars(settings: IcepackSettings) -> list[str]:
 
 def require_java() -> None:
     """Spark needs a JVM; say how to get one instead of failing deep inside py4j."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and Path(java_home, "bin", "java").is_file():
+    home = java_home()
+    if home and Path(home, "bin", "java").is_file():
         return
     if shutil.which("java") is None:
         raise MissingComponentError(
