@@ -212,3 +212,24 @@ def test_each_planted_violation_is_reported(name: str, tmp_path: Path) -> None:
     assert violations(copy) == []
     (copy / module).write_text(source)
     assert expected in violations(copy)
+
+
+def environment_readers(root: Path) -> list[str]:
+    """Modules other than settings.py that read the environment (`os.environ`, `os.getenv`)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+        if module == "settings.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in {"environ", "getenv", "environb"}:
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_settings_is_the_only_reader_of_the_environment(tmp_path: Path) -> None:
+    assert environment_readers(PACKAGE) == []
+    copy = tmp_path / ROOT
+    shutil.copytree(PACKAGE, copy)
+    (copy / "domain" / "planted_env.py").write_text("import os\n\nHOME = os.environ.get('HOME')\n")
+    assert environment_readers(copy) == ["domain/planted_env.py:3"]
