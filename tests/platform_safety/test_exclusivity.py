@@ -29,8 +29,10 @@ from icepack_dagster.defs.resources import SparkResource, build_resources
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, TABLE_TAG
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import small_file_table
+from tests.factories import settings_with_platform
 from tests.platform_safety.platform_testkit import (
     ONLY_COMPACTION,
     code_location_settings,
@@ -210,3 +212,52 @@ def test_a_run_that_bypasses_the_queue_refuses(
     history = Engine(scoped_settings).history(table_key(table))
     assert history.consecutive_failures == 0, "a refused run counted as a failed maintenance"
     assert table_fingerprint(spark, table) == before
+
+
+def test_a_run_that_bypasses_the_queue_refuses_beyond_the_cap(
+    spark,  # type: ignore[no-untyped-def]
+    scoped_settings: IcepackSettings,
+    catalogs: CatalogSet,
+    namespace: str,
+    pg_instance: dg.DagsterInstance,
+) -> None:
+    """With a cap of one, a `dagster asset materialize` of another table while a maintenance runs
+    refuses (it cannot wait in the queue), and the running maintenance completes."""
+    capped = settings_with_platform(scoped_settings, PlatformSettings(max_maintenance_in_flight=1))
+    lake = catalogs.get("lake")
+    first_table, other_table = f"lake.{namespace}.first", f"lake.{namespace}.other"
+    for name in ("first", "other"):
+        small_file_table(lake, f"{namespace}.{name}", appends=12, properties=ONLY_COMPACTION)
+    before = table_fingerprint(spark, other_table)
+    pg_instance.add_dynamic_partitions(PARTITIONS_NAME, [first_table, other_table])
+    plain = build_resources(capped)
+    held = dg.Definitions(
+        assets=list(ASSETS),
+        jobs=list(JOBS),
+        resources={**plain, "spark": _HeldSpark(settings=capped)},
+    )
+    bypassing: list[dg.ExecuteInProcessResult] = []
+
+    def other_materialize() -> None:
+        thread = threading.Thread(
+            target=lambda: bypassing.append(
+                dg.materialize(list(ASSETS[2:4]), instance=pg_instance, partition_key=other_table,
+                               resources=plain, raise_on_error=False)
+            )
+        )
+        thread.start()
+        thread.join(timeout=300)
+
+    _WHILE_MAINTAINING.append(other_materialize)
+    first = held.resolve_job_def("maintenance").execute_in_process(
+        instance=pg_instance, partition_key=first_table, raise_on_error=False
+    )
+    (second,) = bypassing
+    assert not second.success
+    (failure,) = [e for e in second.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    message = failure.step_failure_data.user_failure_data.description
+    assert f"maintenance of {other_table} refused" in message and "the cap is 1" in message
+    assert first.run_id in message
+    assert first.success
+    assert Engine(capped).history(table_key(other_table)).last_run_at is None, "the refusal was recorded"
+    assert table_fingerprint(spark, other_table) == before

@@ -7,13 +7,18 @@ not held by it; so `maintained_table` checks the
 instance before it touches Spark: when another run of the same table is inside its own
 `maintained_table` step and entered it first (lower event storage id), this run refuses. Of two
 overlapping runs, the later one refuses; the queue stays the guard that never lets both start.
+
+The same holds for the maintenance cap: the `icepack_maintenance` pool holds queued runs, but a run
+that never passed the queue (no `RUN_ENQUEUED` event) is counted here, and refuses when
+`max_maintenance_in_flight` other maintenances are already inside their step.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-from icepack_dagster.defs.run_tags import PARTITION_TAG, TABLE_TAG
+from icepack_dagster.defs.maintenance.batch_job import BATCH_TABLES_TAG
+from icepack_dagster.defs.run_tags import PARTITION_TAG, TABLE_TAG, runs_maintaining
 
 MAINTAINED_STEP = "maintained_table"
 _STEP_EVENTS = {
@@ -62,5 +67,39 @@ def refuse_concurrent_maintenance(context: dg.AssetExecutionContext, partition: 
         description=f"maintenance of {partition} refused: run {other} is maintaining this table right "
         "now; two maintenances of one table never run at once. Nothing was changed.",
         metadata={"concurrent_run": dg.MetadataValue.dagster_run(other)},
+        allow_retries=False,
+    )
+
+
+def _passed_the_queue(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """Whether the run waited in the run queue (and so for a slot of the maintenance pool)."""
+    enqueued = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED, limit=1)
+    return bool(enqueued.records)
+
+
+def maintaining_now(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """Other runs maintaining a table right now: inside their `maintained_table` step, or a batch run."""
+    started = runs_maintaining(instance, [dg.DagsterRunStatus.STARTED])
+    return sorted(
+        run.run_id
+        for run in started
+        if run.run_id != run_id
+        and (BATCH_TABLES_TAG in run.tags or _open_step_start(instance, run.run_id) is not None)
+    )
+
+
+def refuse_beyond_the_cap(context: dg.AssetExecutionContext, partition: str, cap: int) -> None:
+    """Raises `dg.Failure` (no retry, nothing recorded) when this run bypassed the queue while `cap`
+    maintenances already run: the cap holds for in-process runs too, which cannot wait in the queue."""
+    if _passed_the_queue(context.instance, context.run.run_id):
+        return
+    others = maintaining_now(context.instance, context.run.run_id)
+    if len(others) < cap:
+        return
+    raise dg.Failure(
+        description=f"maintenance of {partition} refused: {len(others)} maintenance run(s) are running "
+        f"({', '.join(others[:5])}) and the cap is {cap} (max_maintenance_in_flight). This run did not "
+        "pass the run queue, which would have held it until a slot freed: launch it from the UI or with "
+        "`dagster job launch`, or try again later. Nothing was changed.",
         allow_retries=False,
     )

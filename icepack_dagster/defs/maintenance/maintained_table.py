@@ -4,7 +4,7 @@ import dagster as dg
 
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
-from icepack_dagster.defs.maintenance.exclusivity import refuse_concurrent_maintenance
+from icepack_dagster.defs.maintenance.exclusivity import refuse_beyond_the_cap, refuse_concurrent_maintenance
 from icepack_dagster.defs.maintenance.maintenance_config import MaintenanceConfig
 from icepack_dagster.defs.maintenance.maintenance_recommendation import maintenance_recommendation
 from icepack_dagster.defs.maintenance.table_guard import discovered_table
@@ -68,6 +68,7 @@ def maintained_table(
     """
     key = discovered_table(context, icepack.engine)
     refuse_concurrent_maintenance(context, context.partition_key)
+    refuse_beyond_the_cap(context, context.partition_key, icepack.settings.platform.max_maintenance_in_flight)
     engine = icepack.maintenance_engine(spark)
     window = None if config.force else engine.window_refusal(key)
     if window is not None:
