@@ -133,3 +133,15 @@ class DagsterDaemon:
         )
         assert done.returncode == 0, f"dagster {' '.join(args)}: {done.stdout}\n{done.stderr}"
         return done
+
+
+def set_maintenance_pool(home: Path, limit: int) -> None:
+    """The install step docs/DAGSTER.md asks for: the `icepack_maintenance` pool's limit set in the
+    instance before any run is queued. (Dagster creates a pool from `default_limit` only when its
+    queue first sees a run of it, and every run dequeued in that same pass escapes the limit.)"""
+    subprocess.run(
+        [DAGSTER, "instance", "concurrency", "set", "icepack_maintenance", str(limit)],
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        check=True,
+        capture_output=True,
+    )

@@ -16,7 +16,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from tests.processes import DagsterDaemon
+from tests.processes import DagsterDaemon, set_maintenance_pool
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE_SECONDS = 240
@@ -111,6 +111,7 @@ def daemon_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tup
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     # Create the storage here, before the daemon starts, so two processes never migrate it at once.
     instance = dg.DagsterInstance.get()
+    set_maintenance_pool(home, 2)
     daemon = DagsterDaemon(home, workspace, {}, tmp_path / "daemon.log")
     daemon.start()
     try:

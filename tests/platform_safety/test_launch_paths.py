@@ -41,7 +41,7 @@ from tests.platform_safety.platform_testkit import (
     write_dagster_home,
 )
 from tests.platform_safety.webserver import DagsterWebserver
-from tests.processes import DagsterDaemon
+from tests.processes import DagsterDaemon, set_maintenance_pool
 from tests.tables_testkit import table_fingerprint
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
@@ -155,6 +155,7 @@ def test_materialize_backfill_and_sensor_wait_for_their_table_and_the_cap(
     for name, value in {**env, "DAGSTER_HOME": str(home)}.items():
         monkeypatch.setenv(name, value)
     instance = dg.DagsterInstance.get()
+    set_maintenance_pool(home, CAP)
     instance.add_dynamic_partitions(PARTITIONS_NAME, [clicks, orders, users])
     gate = tmp_path / "gate"
     gate.mkdir()
