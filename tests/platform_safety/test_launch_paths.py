@@ -69,13 +69,13 @@ SENSOR_TABLE = {sensor_table!r}
 class GatedIcepack(IcepackResource):
     """The real resource; its maintenance engine is handed out once the test opens the gate."""
 
-    def maintenance_engine(self, spark, run_tags=None, table=""):
+    def maintenance_engine(self, spark):
         deadline = time.monotonic() + 600
         while not (GATE / "open").exists():
             if time.monotonic() > deadline:
                 raise TimeoutError("the test never opened the gate")
             time.sleep(0.2)
-        return super().maintenance_engine(spark, run_tags, table)
+        return super().maintenance_engine(spark)
 
 
 @dg.sensor(job=maintenance_job, minimum_interval_seconds=1, default_status=dg.DefaultSensorStatus.RUNNING)
