@@ -70,6 +70,16 @@ def survivors(run_id: str, grace_seconds: float) -> list[psutil.Process]:
     return alive
 
 
+def stop_process_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM a process started with `start_new_session=True` and its group; SIGKILL after 30 s."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
 class DagsterDaemon:
     """A real `dagster-daemon run` in its own process group: started, killed with SIGKILL (no
     clean-up of any kind, as a node failure would), restarted, and stopped at the end."""
@@ -107,12 +117,7 @@ class DagsterDaemon:
     def stop(self) -> None:
         if self.process is None:
             return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
+        stop_process_group(self.process)
         self.process = None
         # A code server (`dagster api grpc`) was seen outliving the daemon's SIGTERM: end whatever still
         # runs with this instance's DAGSTER_HOME.

@@ -161,6 +161,41 @@ class _HeldSpark(SparkResource):
 _WHILE_MAINTAINING: list[Callable[[], None]] = []
 
 
+def _bypass_while_maintaining(
+    settings: IcepackSettings, instance: dg.DagsterInstance, maintained: str, bypassing: str
+) -> tuple[dg.ExecuteInProcessResult, str]:
+    """Maintain `maintained` through the maintenance job; while that run is inside `maintained_table`,
+    an operator's `dagster asset materialize` of `bypassing` runs in process (no queue). Returns the
+    first run's result and the in-process run's step failure message (it must have failed)."""
+    plain = build_resources(settings)
+    held = dg.Definitions(
+        assets=list(ASSETS), jobs=list(JOBS), resources={**plain, "spark": _HeldSpark(settings=settings)}
+    )
+    results: list[dg.ExecuteInProcessResult] = []
+
+    def materialize() -> None:
+        results.append(
+            dg.materialize(
+                list(ASSETS[2:4]), instance=instance, partition_key=bypassing, resources=plain,
+                raise_on_error=False,
+            )
+        )
+
+    def run_in_thread() -> None:
+        thread = threading.Thread(target=materialize)
+        thread.start()
+        thread.join(timeout=300)
+
+    _WHILE_MAINTAINING.append(run_in_thread)
+    first = held.resolve_job_def("maintenance").execute_in_process(
+        instance=instance, partition_key=maintained, raise_on_error=False
+    )
+    (second,) = results
+    assert not second.success
+    (failure,) = [e for e in second.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    return first, failure.step_failure_data.user_failure_data.description
+
+
 def test_a_run_that_bypasses_the_queue_refuses(
     spark,  # type: ignore[no-untyped-def]
     scoped_settings: IcepackSettings,
@@ -172,39 +207,9 @@ def test_a_run_that_bypasses_the_queue_refuses(
     small_file_table(catalogs.get("lake"), f"{namespace}.orders", appends=12, properties=ONLY_COMPACTION)
     before = table_fingerprint(spark, table)
     pg_instance.add_dynamic_partitions(PARTITIONS_NAME, [table])
-    plain = dg.Definitions(assets=list(ASSETS), jobs=list(JOBS), resources=build_resources(scoped_settings))
-    held = dg.Definitions(
-        assets=list(ASSETS),
-        jobs=list(JOBS),
-        resources={**build_resources(scoped_settings), "spark": _HeldSpark(settings=scoped_settings)},
-    )
-    bypassing: list[dg.ExecuteInProcessResult] = []
 
-    def second_trigger() -> None:
-        """An operator's `dagster asset materialize` of the same table, executed in process."""
-        result = dg.materialize(
-            list(ASSETS[2:4]),
-            instance=pg_instance,
-            partition_key=table,
-            resources=plain.resources,
-            raise_on_error=False,
-        )
-        bypassing.append(result)
+    first, message = _bypass_while_maintaining(scoped_settings, pg_instance, table, table)
 
-    def run_in_thread() -> None:
-        thread = threading.Thread(target=second_trigger)
-        thread.start()
-        thread.join(timeout=300)
-
-    _WHILE_MAINTAINING.append(run_in_thread)
-    first = held.resolve_job_def("maintenance").execute_in_process(
-        instance=pg_instance, partition_key=table, raise_on_error=False
-    )
-
-    (second,) = bypassing
-    assert not second.success
-    (failure,) = [e for e in second.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
-    message = failure.step_failure_data.user_failure_data.description
     assert f"maintenance of {table} refused" in message and first.run_id in message
     assert first.success, "the run that was maintaining the table first did not complete"
     (report,) = first.asset_materializations_for_node("maintained_table")
@@ -228,36 +233,13 @@ def test_a_run_that_bypasses_the_queue_refuses_beyond_the_cap(
     first_table, other_table = f"lake.{namespace}.first", f"lake.{namespace}.other"
     for name in ("first", "other"):
         small_file_table(lake, f"{namespace}.{name}", appends=12, properties=ONLY_COMPACTION)
-    before = table_fingerprint(spark, other_table)
+    before = {table: table_fingerprint(spark, table) for table in (first_table, other_table)}
     pg_instance.add_dynamic_partitions(PARTITIONS_NAME, [first_table, other_table])
-    plain = build_resources(capped)
-    held = dg.Definitions(
-        assets=list(ASSETS),
-        jobs=list(JOBS),
-        resources={**plain, "spark": _HeldSpark(settings=capped)},
-    )
-    bypassing: list[dg.ExecuteInProcessResult] = []
 
-    def other_materialize() -> None:
-        thread = threading.Thread(
-            target=lambda: bypassing.append(
-                dg.materialize(list(ASSETS[2:4]), instance=pg_instance, partition_key=other_table,
-                               resources=plain, raise_on_error=False)
-            )
-        )
-        thread.start()
-        thread.join(timeout=300)
+    first, message = _bypass_while_maintaining(capped, pg_instance, first_table, other_table)
 
-    _WHILE_MAINTAINING.append(other_materialize)
-    first = held.resolve_job_def("maintenance").execute_in_process(
-        instance=pg_instance, partition_key=first_table, raise_on_error=False
-    )
-    (second,) = bypassing
-    assert not second.success
-    (failure,) = [e for e in second.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
-    message = failure.step_failure_data.user_failure_data.description
     assert f"maintenance of {other_table} refused" in message and "the cap is 1" in message
     assert first.run_id in message
     assert first.success
     assert Engine(capped).history(table_key(other_table)).last_run_at is None, "the refusal was recorded"
-    assert table_fingerprint(spark, other_table) == before
+    assert {table: table_fingerprint(spark, table) for table in before} == before

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.platform_safety.platform_testkit import wait_until
+from tests.processes import stop_process_group
 
 WEBSERVER = str(Path(sys.executable).with_name("dagster-webserver"))
 
@@ -115,12 +115,7 @@ class DagsterWebserver:
     def stop(self) -> None:
         if self.process is None:
             return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
+        stop_process_group(self.process)
         self.process = None
         # Its code server is in the same process group; anything else with this DAGSTER_HOME is
         # the daemon's to end (stop the webserver first, then the daemon).
