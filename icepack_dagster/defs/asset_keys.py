@@ -20,6 +20,32 @@ OWNERS = ("team:icepack",)
 CODE_VERSION = __version__
 
 
+# Dagster links a schedule or sensor to an asset only through an asset job. The health sync and the
+# batch maintenance are op jobs (docs/DAGSTER.md says why: a partition-range asset run plans one event
+# per table), so the assets they write name those instigators themselves, shown on the asset's page.
+_SYNCED_BY = (
+    "`health_sync_schedule` (every table, on its cron), `iceberg_table_discovery` (a first sync of new "
+    "tables) and `post_maintenance_health_sensor` (after each maintenance), through `health_sync` runs; "
+    "Materialize runs `table_status_and_health` for the selected tables"
+)
+_MAINTAINED_BY = (
+    "`maintenance_sensor`, through `maintenance` runs (one table) and `maintenance_batch` runs (several "
+    "small tables in one Spark session); Materialize runs it for the selected tables"
+)
+AUTOMATED_BY = {
+    TABLE_STATUS: _SYNCED_BY,
+    TABLE_HEALTH: _SYNCED_BY,
+    MAINTENANCE_RECOMMENDATION: _MAINTAINED_BY,
+    MAINTAINED_TABLE: _MAINTAINED_BY,
+}
+AUTOMATED_BY_LABEL = "materialized by"
+
+
 def with_ownership(spec: dg.AssetSpec) -> dg.AssetSpec:
-    """`spec` with icepack's owners and code version (applied to every asset by `build_definitions`)."""
-    return spec.replace_attributes(owners=list(OWNERS), code_version=CODE_VERSION)
+    """`spec` with icepack's owners, code version and, where Dagster cannot link them, the schedules and
+    sensors that materialize it (applied to every asset by `build_definitions`)."""
+    automation = AUTOMATED_BY.get(spec.key)
+    metadata = {AUTOMATED_BY_LABEL: dg.MetadataValue.md(automation)} if automation else {}
+    return spec.replace_attributes(
+        owners=list(OWNERS), code_version=CODE_VERSION, metadata={**spec.metadata, **metadata}
+    )

@@ -5,7 +5,8 @@ after a health sync of a critical, a warning and a healthy table, the `healthy` 
 one failed with WARN, the healthy one succeeded); a scheduled sync that skips unchanged tables leaves
 those results as they are; `healthy_after_maintenance` is partitioned too; every asset shows its
 owners and code version; the maintenance sensor targets `maintained_table`, and the health-sync
-schedule and the discovery sensor link the assets their runs materialize."""
+schedule and the discovery sensor link the assets their runs materialize, and those assets name
+the schedules and sensors that materialize them."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ query Checks($assetKey: AssetKeyInput!) {
     ... on AssetNode {
       owners { ... on TeamAssetOwner { team } }
       opVersion
+      metadataEntries { label ... on MarkdownMetadataEntry { mdStr } }
       targetingInstigators { ... on Sensor { name } ... on Schedule { name } }
       assetChecksOrError {
         ... on AssetChecks {
@@ -161,3 +163,10 @@ def test_assets_show_owners_code_version_and_what_materializes_them(ui: Any) -> 
     }
     expected = {"materializes table_status": ["table_status"], "materializes table_health": ["table_health"]}
     assert links["health_sync_schedule"] == expected and links["iceberg_table_discovery"] == expected
+    # ... and the assets name them back, since Dagster links instigators to assets only via asset jobs.
+    syncs = ("health_sync_schedule", "iceberg_table_discovery", "post_maintenance_health_sensor")
+    existing = {i["name"] for i in instigators} | {"maintenance_batch"}  # a job, the others instigators
+    for asset, named in (("table_status", syncs), ("table_health", syncs),
+                         ("maintained_table", ("maintenance_sensor", "maintenance_batch"))):
+        entries = {e["label"]: e.get("mdStr") for e in _checks(ui, asset)["metadataEntries"]}
+        assert all(name in entries["materialized by"] and name in existing for name in named), asset
