@@ -11,7 +11,6 @@ carries), observation runs never blocked by maintenance; the global maintenance 
 
 from __future__ import annotations
 
-import copy
 import shutil
 from pathlib import Path
 from typing import Any
@@ -26,20 +25,9 @@ from dagster_k8s import K8sRunLauncher
 from icepack_dagster.defs.run_tags import PARTITION_TAG, maintenance_tags, observation_tags
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
 from tests.deploy import helm_chart
-from tests.deploy.testkit import write_kubeconfig
+from tests.deploy.testkit import point_at_test_database, write_kubeconfig
 
 PROD_YAML = helm_chart.REPO / "deploy" / "dagster" / "dagster.prod.yaml"
-
-
-def _point_at_test_database(values: dict[str, Any], database: str, kubeconfig: Path) -> dict[str, Any]:
-    """What an operator changes to run this outside the cluster: the database address and kubeconfig."""
-    values = copy.deepcopy(values)
-    values["postgresql"] |= {"enabled": False, "postgresqlHost": PG_HOST, "postgresqlUsername": PG_USER,
-                             "postgresqlDatabase": database, "postgresqlParams": {}}
-    values["postgresql"]["service"] = {"port": PG_PORT}
-    launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
-    launcher |= {"loadInclusterConfig": False, "kubeconfigFile": str(kubeconfig)}
-    return values
 
 
 def _instance_from(config: dict[str, Any], directory: Path) -> dg.DagsterInstance:
@@ -55,7 +43,7 @@ def test_helm_instance_builds_with_dagster(
 ) -> None:
     monkeypatch.setenv("DAGSTER_PG_PASSWORD", "")
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig")
-    values = _point_at_test_database(helm_chart.load_values("values.yaml", overlay), dagster_database,
+    values = point_at_test_database(helm_chart.load_values("values.yaml", overlay), dagster_database,
                                      kubeconfig)
     rendered = helm_chart.render_values(values)
     instance = _instance_from(rendered.instance_config(), tmp_path / "home")

@@ -3,7 +3,7 @@ deploy/helm/values.yaml + values-prod.yaml: tick retention the daemon applies, r
 the run pod is gone (Dagster's S3ComputeLogManager, its bucket an environment reference every pod that
 reads the instance receives from a Secret), and the migration of Dagster's storage as a Helm hook Job
 that runs after the install and before every upgrade, as the chart's own Job would but ahead of the new
-pods and with nothing to delete by hand. The
+pods and with nothing to delete by hand (then, in the same Job, the maintenance pool's limit). The
 rendered dagster.yaml builds in Dagster, and its compute log manager, pointed at moto's S3, reads back a
 captured log from a fresh manager with an empty local directory (the pod that wrote it is gone)."""
 
@@ -66,27 +66,30 @@ def test_upgrades_migrate_dagsters_storage_in_a_hook_before_the_new_pods(
     assert annotations["helm.sh/hook"].split(",") == ["post-install", "pre-upgrade"]
     assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation"
     pod = job["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    assert (container["command"], container["args"]) == (["dagster"], ["instance", "migrate"])
+    (migrate,) = pod["initContainers"]
+    (pool_limit,) = pod["containers"]  # runs once the migration exited 0 (test_maintenance_pool_hook.py)
+    assert (migrate["command"], migrate["args"]) == (["dagster"], ["instance", "migrate"])
     webserver_pod = rendered.pod_templates()["icepack-dagster-webserver"]["spec"]
     webserver = webserver_pod["containers"][0]
-    assert container["image"] == webserver["image"]
-    assert container["image"] == rendered.image(), "migrate with the Dagster the icepack image pins"
-    assert _env_sources(container) == _env_sources(webserver), "it reads the instance as the webserver"
     password = next(e for e in webserver["env"] if e["name"] == "DAGSTER_PG_PASSWORD")
-    assert container["env"] == [password]
-    assert (pod["securityContext"], container["securityContext"]) == (
-        webserver_pod["securityContext"], webserver["securityContext"])
-    assert pod["serviceAccountName"] == webserver_pod["serviceAccountName"]
-    assert pod["automountServiceAccountToken"] is False, "dagster instance migrate calls no Kubernetes API"
-    (mount,) = container["volumeMounts"]
     (volume,) = pod["volumes"]
-    assert mount["mountPath"] == "/opt/dagster/dagster_home/dagster.yaml" and volume["name"] == mount["name"]
+    for container in (migrate, pool_limit):
+        assert container["image"] == webserver["image"]
+        assert container["image"] == rendered.image(), "migrate with the Dagster the icepack image pins"
+        assert _env_sources(container) == _env_sources(webserver), "it reads the instance as the webserver"
+        assert container["env"] == [password]
+        assert container["securityContext"] == webserver["securityContext"]
+        (mount,) = container["volumeMounts"]
+        assert mount["mountPath"] == "/opt/dagster/dagster_home/dagster.yaml"
+        assert mount["name"] == volume["name"]
+        for source in container["envFrom"]:
+            if "configMapRef" in source:
+                rendered.get("ConfigMap", source["configMapRef"]["name"])
+    assert pod["securityContext"] == webserver_pod["securityContext"]
+    assert pod["serviceAccountName"] == webserver_pod["serviceAccountName"]
+    assert pod["automountServiceAccountToken"] is False, "the hook's commands call no Kubernetes API"
     assert rendered.get("ConfigMap", volume["configMap"]["name"]) is rendered.get(
         "ConfigMap", "icepack-dagster-instance"), "it migrates the release's own instance"
-    for source in container["envFrom"]:
-        if "configMapRef" in source:
-            rendered.get("ConfigMap", source["configMapRef"]["name"])
 
 
 def _point_at(config: dict[str, Any], endpoint: str, local_dir: Path) -> dict[str, Any]:

@@ -1,15 +1,18 @@
 """Test helpers for the deployment tests: a `TableStatus` of a given size (sizing needs no real table),
-a kubeconfig that lets dagster-k8s build its clients outside a cluster (nothing connects to it), and
-Kubernetes' label-selector matching (for NetworkPolicies against rendered pods)."""
+a kubeconfig that lets dagster-k8s build its clients outside a cluster (nothing connects to it), Helm
+values pointed at the test's PostgreSQL, and Kubernetes' label-selector matching (for NetworkPolicies
+against rendered pods)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from icepack_dagster.domain.status import TableStatus
+from tests.conftest import PG_HOST, PG_PORT, PG_USER
 
 GIB = 1024**3
 
@@ -40,6 +43,18 @@ def write_kubeconfig(path: Path) -> Path:
         "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
     }))
     return path
+
+
+def point_at_test_database(values: dict[str, Any], database: str, kubeconfig: Path) -> dict[str, Any]:
+    """What an operator changes to run a release's Dagster outside the cluster: the database address
+    and the kubeconfig (a copy; `values` is left as it was)."""
+    values = copy.deepcopy(values)
+    values["postgresql"] |= {"enabled": False, "postgresqlHost": PG_HOST, "postgresqlUsername": PG_USER,
+                             "postgresqlDatabase": database, "postgresqlParams": {}}
+    values["postgresql"]["service"] = {"port": PG_PORT}
+    launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
+    launcher |= {"loadInclusterConfig": False, "kubeconfigFile": str(kubeconfig)}
+    return values
 
 
 def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
