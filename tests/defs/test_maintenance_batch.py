@@ -42,6 +42,7 @@ from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
+    NO_ACTIONS,
     SCHEMA,
     discover,
     evaluate_sensor,
@@ -216,8 +217,7 @@ def test_a_table_a_batch_leaves_unhealthy_fails_its_check_with_a_warning(
     namespace: str,
 ) -> None:
     defs = _batching(scoped_settings)
-    no_actions = {f"icepack.action.{action.value}.enabled": "false" for action in ACTION_ORDER}
-    stuck = small_file_table(catalogs.get("lake"), f"{namespace}.stuck", appends=10, properties=no_actions)
+    stuck = small_file_table(catalogs.get("lake"), f"{namespace}.stuck", appends=10, properties=NO_ACTIONS)
     (partition,) = discover(defs, instance)
     assert run_health_sync(defs, instance, [partition]).success
     assert latest_health(instance, partition).state == "critical"
