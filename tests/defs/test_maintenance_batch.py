@@ -10,8 +10,9 @@ in flight wait while the batch counts as one run in flight.
 Each table of a batch is accounted for as a one-table run accounts for it (issue 15): a
 `maintenance_recommendation` materialization with the metadata a one-table run writes, and a
 `healthy_after_maintenance` result for its partition, read back from the instance as the partitions
-view reads it: passed for a table made healthy, failed for the table whose maintenance failed, failed
-with WARN ("still critical") for a table the batch leaves unhealthy."""
+view reads it: passed for a table made healthy, failed for a table whose maintenance failed (also
+when its previous result had passed), failed with WARN ("still critical") for a table the batch leaves
+unhealthy."""
 
 from __future__ import annotations
 
@@ -83,6 +84,11 @@ def _health_after(instance: dg.DagsterInstance, partitions: list[str]) -> dict[s
     return {str(i.partition_key): (i.latest_execution_status.value, i.is_current) for i in infos}
 
 
+def _health_after_results(result: dg.ExecuteInProcessResult) -> list[dg.AssetCheckEvaluation]:
+    """The run's `healthy_after_maintenance` results (a batch run also logs `table_health`'s `healthy`)."""
+    return [e for e in result.get_asset_check_evaluations() if e.check_name == HEALTH_AFTER_CHECK]
+
+
 def _recommended(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetMaterialization]:
     return {e.partition: e for e in result.asset_materializations_for_node("maintain_tables")
             if e.asset_key == MAINTENANCE_RECOMMENDATION}
@@ -144,8 +150,9 @@ def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
     for partition in partitions:
         recommendation = decode_recommendation(recommended[partition].metadata)
         assert recommendation is not None and recommendation.needs_work, partition
-    checks = {e.partition: e for e in result.get_asset_check_evaluations()}
-    assert set(checks) == set(partitions)
+    results = _health_after_results(result)
+    checks = {e.partition: e for e in results}
+    assert len(results) == len(checks) == len(partitions) and set(checks) == set(partitions)
     assert all(checks[p].passed for p in healthy)
     assert not checks[broken].passed and "maintenance failed" in (checks[broken].description or "")
     expected = {p: ("SUCCEEDED", True) for p in healthy} | {broken: ("FAILED", True)}
@@ -241,9 +248,39 @@ def test_a_table_a_batch_leaves_unhealthy_fails_its_check_with_a_warning(
     )
     (alone,) = one_table.asset_materializations_for_node("maintenance_recommendation")
     assert list(recommended.metadata) == list(alone.metadata), "the metadata a one-table run writes"
-    (check,) = result.get_asset_check_evaluations()
+    (check,) = _health_after_results(result)
     assert check.partition == partition and not check.passed
     assert check.severity == dg.AssetCheckSeverity.WARN
     assert (check.description or "").startswith("still critical: ")
     assert _health_after(instance, [partition]) == {partition: ("FAILED", True)}
     assert arrow_fingerprint(catalogs.get("lake").load_table(f"{namespace}.stuck")) == before
+
+
+def test_a_failed_table_no_longer_shows_its_earlier_passed_check(
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+) -> None:
+    defs = _batching(scoped_settings)
+    tidy = small_file_table(catalogs.get("lake"), f"{namespace}.tidy", appends=1, properties=NO_ACTIONS)
+    (partition,) = discover(defs, instance)
+    assert run_health_sync(defs, instance, [partition]).success
+    before = arrow_fingerprint(tidy)
+    batch = defs.resolve_job_def(BATCH_JOB)
+    tags = {KIND_TAG: MAINTENANCE, BATCH_TABLES_TAG: json.dumps([partition])}
+    config = batch_run_config([partition])
+    assert batch.execute_in_process(instance=instance, run_config=config, tags=tags).success
+    assert _health_after(instance, [partition]) == {partition: ("SUCCEEDED", True)}
+
+    with tidy.transaction() as transaction:  # an invalid policy: this table's maintenance fails
+        transaction.set_properties({"icepack.cadence-hours": "soon"})
+    failed = batch.execute_in_process(instance=instance, run_config=config, tags=tags)
+
+    assert failed.success, "the failure is the table's, not the run's"
+    assert not _recommended(failed), "no recommendation under an invalid policy"
+    (check,) = _health_after_results(failed)
+    assert not check.passed and "icepack.cadence-hours" in (check.description or "")
+    assert _health_after(instance, [partition]) == {partition: ("FAILED", True)}
+    assert Engine(scoped_settings).history(table_key(partition)).consecutive_failures == 1
+    assert arrow_fingerprint(catalogs.get("lake").load_table(f"{namespace}.tidy")) == before
