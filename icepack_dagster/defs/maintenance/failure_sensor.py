@@ -101,7 +101,8 @@ def build_maintenance_failure_sensor(platform: PlatformSettings) -> dg.SensorDef
         default_status=dg.DefaultSensorStatus(platform.default_status),
         minimum_interval_seconds=platform.maintenance_interval_seconds,
         description="Records a failure in maintenance history for a maintenance run (of any job) whose "
-        "worker died without recording an outcome, so crashes count towards quarantine.",
+        "worker died without recording an outcome (for a batch run, for each table it had not finished), "
+        "so crashes count towards quarantine.",
     )
     def maintenance_failure_sensor(
         context: dg.RunFailureSensorContext, icepack: IcepackResource
