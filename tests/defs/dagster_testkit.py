@@ -23,6 +23,8 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.settings import IcepackSettings
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+NO_ACTIONS = {f"icepack.action.{action.value}.enabled": "false" for action in MaintenanceAction}
+"""Table properties turning every action off: maintenance has nothing to do, and the table stays as it is."""
 
 
 def small_file_table(

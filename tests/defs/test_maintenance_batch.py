@@ -5,7 +5,14 @@ record: a table whose maintenance fails (a data file missing under it) is record
 history and observed with the error, while the tables before and after it in the same run are
 compacted with contents unchanged (main and a tag), materialized, and re-measured healthy in the run.
 The run itself succeeds. A table of a larger tier keeps a run of its own, and the tables of a batch
-in flight wait while the batch counts as one run in flight."""
+in flight wait while the batch counts as one run in flight.
+
+Each table of a batch is accounted for as a one-table run accounts for it (issue 15): a
+`maintenance_recommendation` materialization with the metadata a one-table run writes, and a
+`healthy_after_maintenance` result for its partition, read back from the instance as the partitions
+view reads it: passed for a table made healthy, failed for a table whose maintenance failed (also
+when its previous result had passed), failed with WARN ("still critical") for a table the batch leaves
+unhealthy."""
 
 from __future__ import annotations
 
@@ -18,17 +25,25 @@ import pyarrow as pa
 import pytest
 
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
-from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB, BATCH_TABLES_TAG, batch_tables
-from icepack_dagster.defs.materialization_codec import OUTCOME
+from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
+from icepack_dagster.defs.maintenance.batch_job import (
+    BATCH_JOB,
+    BATCH_TABLES_TAG,
+    batch_run_config,
+    batch_tables,
+)
+from icepack_dagster.defs.maintenance.health_after_check import HEALTH_AFTER_CHECK
+from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommendation
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE
+from icepack_dagster.domain.actions import ACTION_ORDER
 from icepack_dagster.domain.sizing_tiers import SizingTier
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.platform_settings import PlatformSettings
 from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
+    NO_ACTIONS,
     SCHEMA,
     discover,
     evaluate_sensor,
@@ -38,7 +53,7 @@ from tests.defs.dagster_testkit import (
     small_file_table,
 )
 from tests.factories import settings_with_platform
-from tests.tables_testkit import table_fingerprint
+from tests.tables_testkit import arrow_fingerprint, table_fingerprint
 
 pytestmark = pytest.mark.spark
 
@@ -58,6 +73,25 @@ def _requests_the_daemon_accepts(defs: dg.Definitions, requests: list[dg.RunRequ
     targets = {job.name for job in defs.resolve_sensor_def("maintenance_sensor").jobs}
     assert all(request.job_name in targets for request in requests), (targets, requests)
     return [str(request.job_name) for request in requests]
+
+
+def _health_after(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, tuple[str, bool]]:
+    """Each table's `healthy_after_maintenance` as the partitions view reads it from the instance: its
+    latest execution's status, and whether that execution judges the partition's latest materialization
+    (Dagster counts only those)."""
+    key = dg.AssetCheckKey(MAINTAINED_TABLE, HEALTH_AFTER_CHECK)
+    infos = instance.event_log_storage.get_asset_check_partition_info([key], partition_keys=partitions)
+    return {str(i.partition_key): (i.latest_execution_status.value, i.is_current) for i in infos}
+
+
+def _health_after_results(result: dg.ExecuteInProcessResult) -> list[dg.AssetCheckEvaluation]:
+    """The run's `healthy_after_maintenance` results (a batch run also logs `table_health`'s `healthy`)."""
+    return [e for e in result.get_asset_check_evaluations() if e.check_name == HEALTH_AFTER_CHECK]
+
+
+def _recommended(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetMaterialization]:
+    return {e.partition: e for e in result.asset_materializations_for_node("maintain_tables")
+            if e.asset_key == MAINTENANCE_RECOMMENDATION}
 
 
 def _remove_one_data_file(catalogs: CatalogSet, identifier: str) -> None:
@@ -110,6 +144,19 @@ def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
     history = engine.history(table_key(broken))
     assert history.consecutive_failures == 1 and history.last_error
     assert all(engine.history(table_key(p)).consecutive_failures == 0 for p in healthy)
+
+    recommended = _recommended(result)
+    assert set(recommended) == set(partitions), "the recommendation each table's maintenance acted on"
+    for partition in partitions:
+        recommendation = decode_recommendation(recommended[partition].metadata)
+        assert recommendation is not None and recommendation.needs_work, partition
+    results = _health_after_results(result)
+    checks = {e.partition: e for e in results}
+    assert len(results) == len(checks) == len(partitions) and set(checks) == set(partitions)
+    assert all(checks[p].passed for p in healthy)
+    assert not checks[broken].passed and "maintenance failed" in (checks[broken].description or "")
+    expected = {p: ("SUCCEEDED", True) for p in healthy} | {broken: ("FAILED", True)}
+    assert _health_after(instance, partitions) == expected
 
     again = evaluate_sensor(defs, "maintenance_sensor", instance, cursor=decided.cursor)
     launched = [t for r in again.run_requests or [] for t in batch_tables(r.tags) or [r.partition_key]]
@@ -168,3 +215,72 @@ def test_tables_of_a_batch_in_flight_wait_and_count_as_one_run_in_flight(
     assert dg.materialize([batch_in_flight], instance=instance, tags=tags).success
     (request,) = seen[0].run_requests
     assert batch_tables(request.tags) == [free], "the table of the batch in flight waits"
+
+
+def test_a_table_a_batch_leaves_unhealthy_fails_its_check_with_a_warning(
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+) -> None:
+    defs = _batching(scoped_settings)
+    stuck = small_file_table(catalogs.get("lake"), f"{namespace}.stuck", appends=10, properties=NO_ACTIONS)
+    (partition,) = discover(defs, instance)
+    assert run_health_sync(defs, instance, [partition]).success
+    assert latest_health(instance, partition).state == "critical"
+    before = arrow_fingerprint(stuck)
+
+    tags = {KIND_TAG: MAINTENANCE, BATCH_TABLES_TAG: json.dumps([partition])}
+    result = defs.resolve_job_def(BATCH_JOB).execute_in_process(
+        instance=instance, run_config=batch_run_config([partition]), tags=tags
+    )
+
+    assert result.success
+    (maintained,) = [e for e in result.asset_materializations_for_node("maintain_tables")
+                     if e.asset_key == MAINTAINED_TABLE]
+    assert maintained.metadata[OUTCOME].value == "nothing_to_do"
+    recommended = _recommended(result)[partition]
+    recommendation = decode_recommendation(recommended.metadata)
+    assert recommendation is not None and not recommendation.needs_work
+    assert {s.action for s in recommendation.skipped} == set(ACTION_ORDER)
+    one_table = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+        instance=instance, partition_key=partition, asset_selection=[MAINTENANCE_RECOMMENDATION]
+    )
+    (alone,) = one_table.asset_materializations_for_node("maintenance_recommendation")
+    assert list(recommended.metadata) == list(alone.metadata), "the metadata a one-table run writes"
+    (check,) = _health_after_results(result)
+    assert check.partition == partition and not check.passed
+    assert check.severity == dg.AssetCheckSeverity.WARN
+    assert (check.description or "").startswith("still critical: ")
+    assert _health_after(instance, [partition]) == {partition: ("FAILED", True)}
+    assert arrow_fingerprint(catalogs.get("lake").load_table(f"{namespace}.stuck")) == before
+
+
+def test_a_failed_table_no_longer_shows_its_earlier_passed_check(
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+) -> None:
+    defs = _batching(scoped_settings)
+    tidy = small_file_table(catalogs.get("lake"), f"{namespace}.tidy", appends=1, properties=NO_ACTIONS)
+    (partition,) = discover(defs, instance)
+    assert run_health_sync(defs, instance, [partition]).success
+    before = arrow_fingerprint(tidy)
+    batch = defs.resolve_job_def(BATCH_JOB)
+    tags = {KIND_TAG: MAINTENANCE, BATCH_TABLES_TAG: json.dumps([partition])}
+    config = batch_run_config([partition])
+    assert batch.execute_in_process(instance=instance, run_config=config, tags=tags).success
+    assert _health_after(instance, [partition]) == {partition: ("SUCCEEDED", True)}
+
+    with tidy.transaction() as transaction:  # an invalid policy: this table's maintenance fails
+        transaction.set_properties({"icepack.cadence-hours": "soon"})
+    failed = batch.execute_in_process(instance=instance, run_config=config, tags=tags)
+
+    assert failed.success, "the failure is the table's, not the run's"
+    assert not _recommended(failed), "no recommendation under an invalid policy"
+    (check,) = _health_after_results(failed)
+    assert not check.passed and "icepack.cadence-hours" in (check.description or "")
+    assert _health_after(instance, [partition]) == {partition: ("FAILED", True)}
+    assert Engine(scoped_settings).history(table_key(partition)).consecutive_failures == 1
+    assert arrow_fingerprint(catalogs.get("lake").load_table(f"{namespace}.tidy")) == before

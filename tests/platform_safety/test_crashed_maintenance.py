@@ -10,6 +10,11 @@ monitoring does). `maintenance_failure_sensor`, evaluated on each failure as the
 one failure per run and never the same run twice; after `quarantine_after_failures` crashes the table
 is quarantined. A run that failed in its own code (an invalid policy) records nothing. The table's
 contents (row count and checksum) are unchanged.
+
+A `maintenance_batch` run killed midway through its tables (its one process: the batch runs in
+process) gets one failure record for each table it had not finished, the one it was maintaining and
+the ones after it; the tables it finished keep their own outcome, a compaction's and a
+nothing-to-do's alike; on the next tick the sensor skips the run. Every table's contents are unchanged.
 """
 
 from __future__ import annotations
@@ -22,16 +27,19 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 
+from icepack_dagster.defs.asset_keys import MAINTENANCE_RECOMMENDATION
+from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB, BATCH_TABLES_TAG, batch_run_config
 from icepack_dagster.defs.maintenance.failure_sensor import WORKER_DIED
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
-from icepack_dagster.defs.run_tags import maintenance_tags
+from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, maintenance_tags
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.table_key import parse_table_key
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.settings import IcepackSettings
-from tests.defs.dagster_testkit import small_file_table
+from tests.defs.dagster_testkit import NO_ACTIONS, small_file_table
 from tests.platform_safety.platform_testkit import (
     ONLY_COMPACTION,
     code_location_settings,
@@ -69,6 +77,19 @@ def _maintained_step_start(
     return None
 
 
+def _start(command: list[str], home: Path, location: Path, log: Path) -> subprocess.Popen[bytes]:
+    """A `dagster` command on the code location, in a process group of its own (killed whole)."""
+    with log.open("a") as out:
+        return subprocess.Popen(
+            [DAGSTER, *command, "-f", str(location)],
+            cwd=location.parent,
+            env={**os.environ, "DAGSTER_HOME": str(home)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def _crashed_run(
     instance: dg.DagsterInstance, home: Path, location: Path, partition: str, whole_worker: bool, log: Path
 ) -> str:
@@ -83,15 +104,7 @@ def _crashed_run(
         if whole_worker
         else ["job", "execute", "-j", "maintenance", "--tags", json.dumps(tags)]
     )
-    with log.open("a") as out:
-        worker = subprocess.Popen(
-            [DAGSTER, *command, "-f", str(location)],
-            cwd=location.parent,
-            env={**os.environ, "DAGSTER_HOME": str(home)},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    worker = _start(command, home, location, log)
     try:
         step = wait_until(
             lambda: _maintained_step_start(instance, partition, known, job),
@@ -118,6 +131,54 @@ def _crashed_run(
         assert run.status == dg.DagsterRunStatus.STARTED, log.read_text()[-3000:]
         instance.report_run_failed(run, "run worker died: its process is gone (SIGKILL in the test)")
     return run.run_id
+
+
+def _recommended_in_new_batch(instance: dg.DagsterInstance, partition: str, known: set[str]) -> str | None:
+    """The id of a `maintenance_batch` run not in `known` that has logged `partition`'s recommendation
+    (its maintenance starts next)."""
+    for record in instance.get_run_records(filters=dg.RunsFilter(job_name=BATCH_JOB)):
+        run_id = record.dagster_run.run_id
+        if run_id in known:
+            continue
+        logged = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+        events = [r.event_log_entry.dagster_event for r in logged.records]
+        if any(e is not None and e.asset_key == MAINTENANCE_RECOMMENDATION and e.partition == partition
+               for e in events):
+            return run_id
+    return None
+
+
+def _crashed_batch(
+    instance: dg.DagsterInstance, home: Path, location: Path, tables: list[str], kill_at: str, log: Path
+) -> str:
+    """Start a real `maintenance_batch` run over `tables` and SIGKILL its process once `kill_at`'s
+    recommendation is logged (the tables before it finished, `kill_at` being maintained); then mark it
+    failed, as run monitoring does. Its id."""
+    batches = dg.RunsFilter(job_name=BATCH_JOB)
+    known = {r.dagster_run.run_id for r in instance.get_run_records(filters=batches)}
+    config = log.with_suffix(".yaml")
+    config.write_text(yaml.safe_dump(batch_run_config(tables)))
+    tags = {KIND_TAG: MAINTENANCE, BATCH_TABLES_TAG: json.dumps(tables)}
+    worker = _start(["job", "execute", "-j", BATCH_JOB, "-c", str(config), "--tags", json.dumps(tags)],
+                    home, location, log)
+    try:
+        run_id = wait_until(
+            lambda: _recommended_in_new_batch(instance, kill_at, known),
+            f"the batch to reach {kill_at}",
+            timeout=300,
+            every=0.1,
+        )
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=120)
+    finally:
+        try:
+            os.killpg(worker.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    run = instance.get_run_by_id(run_id)
+    assert run is not None and run.status == dg.DagsterRunStatus.STARTED, log.read_text()[-3000:]
+    instance.report_run_failed(run, "run worker died: its process is gone (SIGKILL in the test)")
+    return run_id
 
 
 def _evaluate(defs: dg.Definitions, instance: dg.DagsterInstance, run_id: str) -> dg.SkipReason | None:
@@ -191,3 +252,46 @@ def test_crashed_maintenance_runs_count_towards_quarantine(
     assert engine.history(key).consecutive_failures == 2
 
     assert arrow_fingerprint(lake.load_table((namespace, "crashy"))) == before
+
+
+def test_a_crashed_batch_run_records_a_failure_for_each_table_it_had_not_finished(
+    pg_instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    scoped_settings: IcepackSettings,
+    catalogs: CatalogSet,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    lake = catalogs.get("lake")
+    properties = {"idle": NO_ACTIONS, "compacted": ONLY_COMPACTION, "midway": ONLY_COMPACTION,
+                  "waiting": ONLY_COMPACTION}
+    tables = {
+        name: small_file_table(lake, f"{namespace}.{name}", appends=10, properties=props)
+        for name, props in properties.items()
+    }
+    partitions = [f"lake.{namespace}.{name}" for name in tables]
+    pg_instance.add_dynamic_partitions(PARTITIONS_NAME, partitions)
+    before = {name: arrow_fingerprint(table) for name, table in tables.items()}
+    home = write_dagster_home(tmp_path)
+    write_code_location(tmp_path, "crash_location", LOCATION, code_location_settings(scoped_settings))
+    idle, compacted, midway, waiting = partitions
+
+    run_id = _crashed_batch(pg_instance, home, tmp_path / "crash_location.py", partitions, midway,
+                            tmp_path / "batch.log")
+    assert _evaluate(defs, pg_instance, run_id) is None
+
+    engine = Engine(scoped_settings)
+    histories = {p: engine.history(parse_table_key(p)) for p in partitions}
+    assert histories[idle].last_run_at is None, "nothing to do: nothing recorded, no crash either"
+    assert histories[compacted].last_run_at is not None and histories[compacted].consecutive_failures == 0
+    assert histories[compacted].last_error is None
+    for unfinished in (midway, waiting):
+        history = histories[unfinished]
+        assert history.consecutive_failures == 1, unfinished
+        assert history.last_error is not None and history.last_error.startswith(WORKER_DIED)
+    again = _evaluate(defs, pg_instance, run_id)  # the next tick sees the same run
+    assert isinstance(again, dg.SkipReason) and "recorded since" in (again.skip_message or "")
+    assert [engine.history(parse_table_key(p)).consecutive_failures for p in partitions] == [0, 0, 1, 1]
+
+    for name in tables:
+        assert arrow_fingerprint(lake.load_table((namespace, name))) == before[name], name

@@ -60,7 +60,8 @@ def maintain_tables_op(
     tags={KIND_TAG: MAINTENANCE},
     executor_def=dg.in_process_executor,  # one op: a step process would add a Python start and an import
     description="Recommend and run maintenance for several small tables in one run and one Spark "
-    "session (run config: tables); a maintained_table materialization per table.",
+    "session (run config: tables); per table a maintenance_recommendation and a maintained_table "
+    "materialization and a healthy_after_maintenance result.",
 )
 def maintenance_batch_job() -> None:
     maintain_tables_op()

@@ -1,14 +1,17 @@
 """What a `maintenance_batch` run does: maintain its tables one after the other in one Spark session.
 
-Each table is handled as its own maintenance run would handle it: the engine takes the table's lease
-(another maintenance holding it defers the table, never both at once), plans on fresh status, runs
-the actions and records the outcome in the table's history, where quarantine counts failures. Each
-table gets its own `maintained_table` event: a materialization when maintenance ran (or had nothing
-to do, or found the table gone or held), an observation with the error when it failed, so a failed
-table is never shown as maintained. A failure is the table's alone: the run goes on with the next
-table and ends successfully; the tables already maintained keep their commits. Last, the run
+Each table is handled as its own maintenance run would handle it: a `maintenance_recommendation`
+materialization says what the table gets and why (the recommendation its maintenance then runs), the
+engine takes the table's lease (another maintenance holding it defers the table, never both at once),
+runs the actions and records the outcome in the table's history, where quarantine counts failures.
+Each table gets its own `maintained_table` event: a materialization when maintenance ran (or had
+nothing to do, or found the table gone or held), an observation with the error when it failed, so a
+failed table is never shown as maintained. A failure is the table's alone: the run goes on with the
+next table and ends successfully; the tables already maintained keep their commits. Last, the run
 re-measures the tables it changed and records their status and health, as the post-maintenance sync
-does for a one-table run, without another run.
+does for a one-table run, without another run; then each table's `healthy_after_maintenance` check
+judges that health, as a one-table run's does (a failed table's check fails, judging its latest
+materialization, so no earlier pass stands for it).
 """
 
 from __future__ import annotations
@@ -17,16 +20,28 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION, TABLE_HEALTH
+from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
 from icepack_dagster.defs.health_sync.table_sync import sync_tables
-from icepack_dagster.defs.materialization_codec import OUTCOME, maintenance_metadata
+from icepack_dagster.defs.maintenance.health_after_check import (
+    as_evaluation,
+    health_after_check,
+    nothing_ran_check,
+)
+from icepack_dagster.defs.maintenance.maintenance_recommendation import recommend_now
+from icepack_dagster.defs.materialization_codec import OUTCOME, decode_health, maintenance_metadata
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.recommendation_model import Recommendation
 from icepack_dagster.engine import Engine, utc_now
 from icepack_dagster.exceptions import IcepackError
 
 _CHANGED = ("succeeded", "no_effect", "failed")  # outcomes after which the table is measured again
+_UNRUN = ("failed", "deferred", "table_gone")  # outcomes whose check fails with the reason
+NOT_A_PARTITION = "not a partition"
+
+Outcome = tuple[str, str | None]  # the table's outcome, and why when nothing (or a failure) ran
 
 
 def maintain_batch(
@@ -35,30 +50,32 @@ def maintain_batch(
     """Maintain `tables` in order; returns each table's outcome."""
     current = set(context.instance.get_dynamic_partitions(PARTITIONS_NAME))
     engine = icepack.maintenance_engine(spark)
-    outcomes: dict[str, str] = {}
+    outcomes: dict[str, Outcome] = {}
     for partition in tables:
         if partition not in current:
             context.log.warning(f"{partition}: not an iceberg_tables partition (dropped since the run was "
                                 "requested), skipped")
-            outcomes[partition] = "not a partition"
+            outcomes[partition] = (NOT_A_PARTITION, None)
             continue
         outcomes[partition] = maintain_one(context, engine, partition)
-    changed = [p for p, outcome in outcomes.items() if outcome in _CHANGED]
+    changed = [p for p, (outcome, _) in outcomes.items() if outcome in _CHANGED]
     if changed:
         sync_tables(context, icepack, changed, only_changes=False)
+    log_health_after(context, {p: o for p, o in outcomes.items() if o[0] != NOT_A_PARTITION})
     counts: dict[str, int] = {}
-    for outcome in outcomes.values():
+    for outcome, _ in outcomes.values():
         counts[outcome] = counts.get(outcome, 0) + 1
     context.log.info(f"batch of {len(tables)} tables: " + ", ".join(f"{n} {o}" for o, n in counts.items()))
-    return outcomes
+    return {partition: outcome for partition, (outcome, _) in outcomes.items()}
 
 
-def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str) -> str:
-    """One table's maintenance and its `maintained_table` event; returns the outcome."""
+def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str) -> Outcome:
+    """One table's recommendation, maintenance and `maintained_table` event; returns the outcome."""
     key = table_key(partition)
     started = utc_now()
+    recommendation = _recommendation(context, engine, partition)
     try:
-        report = engine.maintain(key, on_progress=context.log.info)
+        report = engine.maintain(key, recommendation=recommendation, on_progress=context.log.info)
     except IcepackError as error:  # anything the engine did not record itself is recorded here
         report = MaintenanceReport(
             table=key.text, started_at=started, finished_at=utc_now(), interrupted=str(error)
@@ -71,7 +88,8 @@ def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str)
         metadata["error"] = dg.MetadataValue.text(report.first_error or "failed")
         context.log_event(dg.AssetObservation(asset_key=MAINTAINED_TABLE, partition=partition,
                                               metadata=metadata))
-        return outcome
+        return outcome, f"maintenance failed: {report.first_error or 'failed'}"
+    reason = None
     if outcome in ("deferred", "table_gone"):
         reason = next((r.reason for r in report.results if r.reason), outcome)
         context.log.warning(f"{partition}: {reason}")
@@ -79,4 +97,38 @@ def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str)
     metadata[OUTCOME] = dg.MetadataValue.text(outcome)
     context.log_event(dg.AssetMaterialization(asset_key=MAINTAINED_TABLE, partition=partition,
                                               metadata=metadata))
-    return outcome
+    return outcome, reason
+
+
+def _recommendation(context: dg.OpExecutionContext, engine: Engine, partition: str) -> Recommendation | None:
+    """The table's `maintenance_recommendation` materialization, as a one-table run writes it, and the
+    recommendation its maintenance runs; None when there is none to log (the table is gone, or its
+    policy or metadata cannot be read: the engine then records or defers the table itself)."""
+    try:
+        recommendation, metadata = recommend_now(engine, table_key(partition), context.log)
+    except IcepackError as error:
+        context.log.warning(f"{partition}: no recommendation: {error}")
+        return None
+    context.log_event(dg.AssetMaterialization(asset_key=MAINTENANCE_RECOMMENDATION, partition=partition,
+                                              metadata=metadata))
+    return recommendation
+
+
+def log_health_after(context: dg.OpExecutionContext, outcomes: dict[str, Outcome]) -> None:
+    """Each table's `healthy_after_maintenance` result, judging its latest `maintained_table`
+    materialization (this run's; for a failed table, which has none in this run, the one before): on
+    the table's latest health, re-measured in this run when maintenance changed it."""
+    partitions = list(outcomes)
+    materializations = latest_per_partition(context.instance, MAINTAINED_TABLE, partitions)
+    healths = latest_per_partition(context.instance, TABLE_HEALTH, partitions)
+    for partition, (outcome, reason) in outcomes.items():
+        health = decode_health(metadata_of(healths[partition])) if partition in healths else None
+        if outcome in _UNRUN:
+            result = nothing_ran_check(outcome, reason or outcome)
+        elif health is None:
+            result = nothing_ran_check("unknown", "no health was measured after maintenance")
+        else:
+            result = health_after_check(health)
+        evaluation = as_evaluation(result, partition, materializations.get(partition))
+        # log_event stores an AssetCheckEvaluation like any event; its type annotation omits it.
+        context.log_event(evaluation)  # type: ignore[arg-type]

@@ -12,7 +12,12 @@ since it started, its own crash record included.
 
 It watches every job of the code location, not only the sensor's `maintenance` job: a maintenance
 started from Materialize, the launchpad or a backfill runs as `__ASSET_JOB`, and its crash must count
-too. A run counts only when its `maintained_table` step started.
+too. A run counts only when its `maintained_table` step (a batch run's `maintain_tables`) started.
+
+A `maintenance_batch` run names its tables in its `icepack/batch_tables` tag. Each table it had not
+finished when it died gets the failure record, once; a table it finished (its `maintained_table`
+event is in the run, whatever the outcome, nothing to do included) keeps its own outcome, as does a
+table with an outcome recorded since the run started.
 """
 
 from collections.abc import Sequence
@@ -20,8 +25,10 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.maintenance.batch_job import batch_tables, maintain_tables_op
 from icepack_dagster.defs.maintenance.exclusivity import MAINTAINED_STEP
-from icepack_dagster.defs.partitions import table_key
+from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import PARTITION_TAG
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
@@ -30,13 +37,36 @@ from icepack_dagster.platform_settings import PlatformSettings
 WORKER_DIED = "the run worker died without recording an outcome"
 # The error class Dagster's multiprocess executor reports for a step process that died (killed, OOM).
 _STEP_PROCESS_CRASH = "ChildProcessCrashException"
+_MAINTENANCE_STEPS = (MAINTAINED_STEP, maintain_tables_op.name)
 
 
 def _maintenance_started(instance: dg.DagsterInstance, run_id: str) -> bool:
-    """Whether the run's `maintained_table` step started (a run of any job that maintained a table)."""
+    """Whether the run's maintenance step started: `maintained_table` (a run of any job that maintained
+    a table) or a batch run's `maintain_tables`."""
     starts = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records
     events = [r.event_log_entry.dagster_event for r in starts]
-    return any(event is not None and event.step_key == MAINTAINED_STEP for event in events)
+    return any(event is not None and event.step_key in _MAINTENANCE_STEPS for event in events)
+
+
+def _tables_of(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:
+    """The tables the run maintained: its partition, or a batch run's tables, that are still
+    discovered tables (a table dropped meanwhile has no history to keep)."""
+    partition = run.tags.get(PARTITION_TAG)
+    tables = [partition] if partition is not None else batch_tables(run.tags)
+    current = set(instance.get_dynamic_partitions(PARTITIONS_NAME)) if tables else set()
+    return [table for table in tables if table in current]
+
+
+def _finished_in(instance: dg.DagsterInstance, run_id: str) -> set[str]:
+    """The tables the run finished: those with a `maintained_table` event (materialized, or observed
+    failed) in the run."""
+    kinds = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION}
+    finished = set()
+    for record in instance.get_records_for_run(run_id, of_type=kinds).records:
+        event = record.event_log_entry.dagster_event
+        if event is not None and event.asset_key == MAINTAINED_TABLE and event.partition is not None:
+            finished.add(event.partition)
+    return finished
 
 
 def _raised_in_code(step_failures: Sequence[dg.DagsterEvent]) -> list[str]:
@@ -71,15 +101,16 @@ def build_maintenance_failure_sensor(platform: PlatformSettings) -> dg.SensorDef
         default_status=dg.DefaultSensorStatus(platform.default_status),
         minimum_interval_seconds=platform.maintenance_interval_seconds,
         description="Records a failure in maintenance history for a maintenance run (of any job) whose "
-        "worker died without recording an outcome, so crashes count towards quarantine.",
+        "worker died without recording an outcome (for a batch run, for each table it had not finished), "
+        "so crashes count towards quarantine.",
     )
     def maintenance_failure_sensor(
         context: dg.RunFailureSensorContext, icepack: IcepackResource
     ) -> dg.SkipReason | None:
         run = context.dagster_run
-        partition = run.tags.get(PARTITION_TAG)
+        tables = _tables_of(context.instance, run)
         times = _run_times(context.instance, run.run_id)
-        if partition is None or times is None or not _maintenance_started(context.instance, run.run_id):
+        if not tables or times is None or not _maintenance_started(context.instance, run.run_id):
             return dg.SkipReason(f"run {run.run_id} never maintained a table: nothing to record")
         step_failures = context.get_step_failure_events()
         raised = _raised_in_code(step_failures)
@@ -88,16 +119,24 @@ def build_maintenance_failure_sensor(platform: PlatformSettings) -> dg.SensorDef
                 f"run {run.run_id}: {', '.join(raised)} failed in its own code, which records what "
                 "maintenance history needs"
             )
-        key = table_key(partition)
         started, ended = times
-        last = icepack.engine.history(key).last_run_at
-        if last is not None and last >= started:
-            return dg.SkipReason(f"{partition}: an outcome was recorded since run {run.run_id} started")
-        report = MaintenanceReport(
-            table=key.text, started_at=started, finished_at=ended, interrupted=_why(context, step_failures)
-        )
-        icepack.engine.history_store.record(report)
-        context.log.warning(f"{partition}: run {run.run_id} recorded as failed: {report.interrupted}")
+        finished = _finished_in(context.instance, run.run_id)
+        why = _why(context, step_failures)
+        recorded = []
+        for partition in tables:
+            key = table_key(partition)
+            last = icepack.engine.history(key).last_run_at
+            if partition in finished or (last is not None and last >= started):
+                continue
+            report = MaintenanceReport(table=key.text, started_at=started, finished_at=ended, interrupted=why)
+            icepack.engine.history_store.record(report)
+            context.log.warning(f"{partition}: run {run.run_id} recorded as failed: {report.interrupted}")
+            recorded.append(partition)
+        if not recorded:
+            return dg.SkipReason(
+                f"{', '.join(tables)}: an outcome was recorded since run {run.run_id} started, or the run "
+                "finished the table"
+            )
         return None
 
     return maintenance_failure_sensor

@@ -5,6 +5,11 @@ import dagster as dg
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.maintenance.exclusivity import refuse_beyond_the_cap, refuse_concurrent_maintenance
+from icepack_dagster.defs.maintenance.health_after_check import (
+    HEALTH_AFTER_CHECK,
+    health_after_check,
+    nothing_ran_check,
+)
 from icepack_dagster.defs.maintenance.maintenance_config import MaintenanceConfig
 from icepack_dagster.defs.maintenance.maintenance_recommendation import maintenance_recommendation
 from icepack_dagster.defs.maintenance.table_guard import discovered_table
@@ -13,14 +18,13 @@ from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommend
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.defs.run_tags import MAINTENANCE_POOL, OUTCOME_TAG
-from icepack_dagster.domain.health_model import HealthState, TableHealth, state_rank
+from icepack_dagster.domain.health_model import state_rank
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation_model import Recommendation
 from icepack_dagster.engine import TABLE_GONE, utc_now
 from icepack_dagster.exceptions import TableNotFoundError
 
-HEALTH_AFTER_CHECK = "healthy_after_maintenance"
 _MAX_TAG = 250  # run tags are for the runs list; the whole reason is in the metadata
 
 
@@ -110,20 +114,7 @@ def maintained_table(
         )
     if reason is not None:
         context.log.warning(f"{key.text}: {report.outcome}: {reason}")
-    return dg.MaterializeResult(metadata=metadata, check_results=[_health_after_check(health_after)])
-
-
-def _health_after_check(health_after: TableHealth) -> dg.AssetCheckResult:
-    """`healthy_after_maintenance` for this table's partition: WARN while the table is still unhealthy."""
-    healthy = health_after.state is HealthState.HEALTHY
-    return dg.AssetCheckResult(
-        check_name=HEALTH_AFTER_CHECK,
-        passed=healthy,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={"state": dg.MetadataValue.text(health_after.state.value)},
-        description=None if healthy else f"still {health_after.state.value}: "
-        + "; ".join(issue.message for issue in health_after.issues),
-    )
+    return dg.MaterializeResult(metadata=metadata, check_results=[health_after_check(health_after)])
 
 
 def why_nothing_changed(report: MaintenanceReport, config: MaintenanceConfig) -> str | None:
@@ -169,11 +160,4 @@ def _nothing_ran(
     _tag_outcome(context, outcome, reason)
     metadata = _headed(outcome, reason) | maintenance_metadata(report, history)
     metadata |= {outcome: dg.MetadataValue.text(reason)}
-    check = dg.AssetCheckResult(
-        check_name=HEALTH_AFTER_CHECK,
-        passed=False,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={"state": dg.MetadataValue.text(outcome)},
-        description=reason,
-    )
-    return dg.MaterializeResult(metadata=metadata, check_results=[check])
+    return dg.MaterializeResult(metadata=metadata, check_results=[nothing_ran_check(outcome, reason)])

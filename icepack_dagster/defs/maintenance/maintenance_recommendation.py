@@ -4,7 +4,7 @@ import dagster as dg
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.maintenance.table_guard import discovered_table
-from icepack_dagster.defs.materialization_codec import recommendation_metadata
+from icepack_dagster.defs.materialization_codec import Metadata, recommendation_metadata
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.actions import ACTION_ORDER
@@ -12,7 +12,8 @@ from icepack_dagster.domain.health_model import state_rank
 from icepack_dagster.domain.history import TableHistory
 from icepack_dagster.domain.policy import explain_policy, in_window
 from icepack_dagster.domain.recommendation_model import Recommendation, SkippedAction
-from icepack_dagster.engine import TABLE_GONE, utc_now
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.engine import TABLE_GONE, Engine, utc_now
 from icepack_dagster.exceptions import TableNotFoundError
 
 
@@ -35,11 +36,21 @@ def maintenance_recommendation(
     """
     engine = icepack.engine
     key = discovered_table(context, engine)
+    _, metadata = recommend_now(engine, key, context.log)
+    return dg.MaterializeResult(metadata=metadata)
+
+
+def recommend_now(
+    engine: Engine, key: TableKey, log: dg.DagsterLogManager
+) -> tuple[Recommendation | None, Metadata]:
+    """The recommendation for `key` on its status now, and the metadata of its materialization (what
+    a one-table run and each table of a batch run write); None, with metadata saying why, when the
+    table is gone. An invalid policy raises InvalidPolicyError naming the table and the field."""
     now = utc_now()
     try:
         status = engine.status(key, now)
     except TableNotFoundError as error:
-        return _table_gone(context, key.text, engine.history(key), f"{TABLE_GONE}: {error}")
+        return None, _table_gone(log, key.text, engine.history(key), f"{TABLE_GONE}: {error}")
     health = engine.health(status)
     effective = engine.policy(key, status.properties)
     history = engine.history(key, effective.policy)
@@ -61,22 +72,17 @@ def maintenance_recommendation(
         ),
         "health": dg.MetadataValue.asset(TABLE_HEALTH),
     }
-    context.log.info(
+    log.info(
         f"{key.text}: {len(recommendation.actions)} action(s), {len(recommendation.skipped)} left out"
         + (" (quarantined)" if history.quarantined else "")
     )
-    return dg.MaterializeResult(metadata=metadata)
+    return recommendation, metadata
 
 
-def _table_gone(
-    context: dg.AssetExecutionContext, table: str, history: TableHistory, reason: str
-) -> dg.MaterializeResult:
+def _table_gone(log: dg.DagsterLogManager, table: str, history: TableHistory, reason: str) -> Metadata:
     """The table was dropped since its last health sync: recommend nothing, say why, end cleanly."""
-    context.log.warning(f"{table}: {reason}")
+    log.warning(f"{table}: {reason}")
     recommendation = Recommendation(
         table=table, skipped=tuple(SkippedAction(action=a, reason=reason) for a in ACTION_ORDER)
     )
-    return dg.MaterializeResult(
-        metadata=recommendation_metadata(recommendation, history)
-        | {"table_gone": dg.MetadataValue.text(reason)}
-    )
+    return recommendation_metadata(recommendation, history) | {"table_gone": dg.MetadataValue.text(reason)}

@@ -19,6 +19,7 @@ from icepack_dagster.defs.materialization_codec.health import (
     health_check_severity,
     health_markdown,
     health_metadata,
+    judged_materialization,
 )
 from icepack_dagster.defs.materialization_codec.maintenance import (
     decode_reclaimed,
@@ -65,6 +66,7 @@ __all__ = [
     "decode_fleet", "decode_health", "decode_recommendation", "decode_reclaimed", "decode_report",
     "decode_status", "decode_status_error", "fleet_metadata", "health_check_description",
     "health_check_evaluation", "health_check_severity", "health_markdown", "health_metadata",
-    "maintenance_markdown", "maintenance_metadata", "recommendation_markdown", "recommendation_metadata",
+    "judged_materialization", "maintenance_markdown", "maintenance_metadata", "recommendation_markdown",
+    "recommendation_metadata",
     "sql_markdown", "status_failure_metadata", "status_metadata",
 ]

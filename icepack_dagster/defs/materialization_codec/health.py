@@ -112,9 +112,16 @@ def health_check_evaluation(
             "issues": dg.MetadataValue.text(", ".join(i.code for i in health.issues) or "none"),
         },
         partition=partition,
-        target_materialization_data=AssetCheckEvaluationTargetMaterializationData(
-            storage_id=materialization.storage_id,
-            run_id=materialization.run_id,
-            timestamp=materialization.timestamp,
-        ),
+        target_materialization_data=judged_materialization(materialization),
+    )
+
+
+def judged_materialization(
+    materialization: dg.EventLogRecord,
+) -> AssetCheckEvaluationTargetMaterializationData:
+    """What an `AssetCheckEvaluation` names as the materialization it judged (any asset's)."""
+    return AssetCheckEvaluationTargetMaterializationData(
+        storage_id=materialization.storage_id,
+        run_id=materialization.run_id,
+        timestamp=materialization.timestamp,
     )
