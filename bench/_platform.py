@@ -9,9 +9,10 @@ daemon's own sensors; the daemon dequeues and launches them. Times are read back
 a run's *launch* is its `RUN_STARTING` event (the daemon handing it to the launcher), its *start*
 the worker's `RUN_START` (code location loaded), its *end* the run record's end time.
 
-Its processes load Python modules from bytecode, kept under `root`, as the image's processes do (its
-`pip install` compiles every module): an editable install has no bytecode beside icepack's sources,
-and with PYTHONDONTWRITEBYTECODE set every run process would compile them again.
+Its processes load Python modules from bytecode, as the image's processes do (its `pip install`
+compiles every module): an editable install has no bytecode beside icepack's sources, and with
+PYTHONDONTWRITEBYTECODE set every run process would compile them again, so it is unset here and the
+first process writes them (`__pycache__`, ignored by git; the installed packages have theirs).
 """
 
 from __future__ import annotations
@@ -91,7 +92,6 @@ class Platform:
         unset = ("ICEPACK_", "PYTHONDONTWRITEBYTECODE")
         clean = {k: v for k, v in os.environ.items() if not k.startswith(unset)}
         self.env = clean | {
-            "PYTHONPYCACHEPREFIX": str(root / "bytecode"),
             "DAGSTER_HOME": str(self.home),
             "ICEPACK_CONFIG": str(config),
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
