@@ -8,6 +8,11 @@ Runs are submitted to the queue with `dagster job launch`, as an operator would,
 daemon's own sensors; the daemon dequeues and launches them. Times are read back from the instance:
 a run's *launch* is its `RUN_STARTING` event (the daemon handing it to the launcher), its *start*
 the worker's `RUN_START` (code location loaded), its *end* the run record's end time.
+
+Its processes load Python modules from bytecode, as the image's processes do (its `pip install`
+compiles every module): an editable install has no bytecode beside icepack's sources, and with
+PYTHONDONTWRITEBYTECODE set every run process would compile them again, so it is unset here and the
+first process writes them (`__pycache__`, ignored by git; the installed packages have theirs).
 """
 
 from __future__ import annotations
@@ -61,8 +66,14 @@ class Platform:
     """DAGSTER_HOME, workspace and settings under `root`; the daemon once `start()` is called."""
 
     def __init__(
-        self, root: Path, settings: dict[str, Any], queue_interval_seconds: int | None = None
+        self,
+        root: Path,
+        settings: dict[str, Any],
+        queue_interval_seconds: int | None = None,
+        more_locations: tuple[str, ...] = (),
     ) -> None:
+        """`more_locations`: Python modules loaded as code locations beside icepack's, each named as its
+        module (a baseline job for comparison, for instance)."""
         shutil.rmtree(root, ignore_errors=True)
         self.root = root
         self.home = root / "dagster_home"
@@ -72,10 +83,14 @@ class Platform:
             instance_config["run_coordinator"]["config"]["dequeue_interval_seconds"] = queue_interval_seconds
         (self.home / "dagster.yaml").write_text(yaml.safe_dump(instance_config))
         self.workspace = root / "workspace.yaml"
-        self.workspace.write_text((REPO / "workspace.yaml").read_text())
+        workspace = yaml.safe_load((REPO / "workspace.yaml").read_text())
+        for module in more_locations:
+            workspace["load_from"].append({"python_module": {"module_name": module, "location_name": module}})
+        self.workspace.write_text(yaml.safe_dump(workspace))
         config = root / "icepack.yaml"
         config.write_text(yaml.safe_dump(settings))
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("ICEPACK_")}
+        unset = ("ICEPACK_", "PYTHONDONTWRITEBYTECODE")
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(unset)}
         self.env = clean | {
             "DAGSTER_HOME": str(self.home),
             "ICEPACK_CONFIG": str(config),
@@ -123,11 +138,20 @@ class Platform:
             self._instance.dispose()
             self._instance = None
 
-    def launch(self, job: str, run_config: dict[str, Any], tags: dict[str, str] | None = None) -> str:
-        """Submit one run to the queue with `dagster job launch`; returns its run id."""
+    def launch(
+        self,
+        job: str,
+        run_config: dict[str, Any],
+        tags: dict[str, str] | None = None,
+        location: str | None = None,
+    ) -> str:
+        """Submit one run to the queue with `dagster job launch`; returns its run id. `location` names the
+        code location when the workspace has more than one."""
         before = {r.dagster_run.run_id for r in self.instance.get_run_records()}
         args = [DAGSTER, "job", "launch", "-w", str(self.workspace), "-j", job,
                 "--config-json", json.dumps(run_config)]
+        if location:
+            args += ["-l", location]
         if tags:
             args += ["--tags", json.dumps(tags)]
         done = subprocess.run(args, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=300)
@@ -153,34 +177,45 @@ class Platform:
                 raise TimeoutError(f"runs not finished after {timeout:.0f} s: {open_runs}; see {self.log}")
             time.sleep(0.5)
 
-    def wait_measuring_cpu(self, run_id: str, timeout: float) -> tuple[RunTimes, float]:
-        """Like `wait` for one run, also polling its worker process's CPU seconds (user + system, its
-        children included) until it exits: a lower bound by at most one polling interval."""
-        deadline = time.monotonic() + timeout
-        cpu, worker = 0.0, None
-        while True:
-            record = self.instance.get_run_record_by_id(run_id)
-            if record is not None and record.dagster_run.status in FINISHED:
-                return self.times(run_id), cpu
+    def run_measuring_cpu(
+        self, job: str, run_config: dict[str, Any], location: str | None = None, timeout: float = 600
+    ) -> tuple[RunTimes, float]:
+        """Launch one run, wait for it, and return its times and the CPU seconds (user and system) of
+        its run process and of the processes that one started, exactly: the code server that started
+        the run process adds them to its ended children's CPU once it has reaped it (it looks every half
+        second). Only for runs measured one at a time: any other run process ending meanwhile would be
+        counted too."""
+        before = {server.pid: _ended_children_cpu(server) for server in self._code_servers()}
+        assert before, "the daemon has no code server yet: launch a run first, unmeasured"
+        run_id = self.launch(job, run_config, location=location)
+        times = self.wait([run_id], timeout)[0]
+        worker = self._worker_pid(run_id)
+        deadline = time.monotonic() + 30
+        while psutil.pid_exists(worker):  # a zombie still exists: not yet reaped, its CPU not yet counted
             if time.monotonic() > deadline:
-                raise TimeoutError(f"run {run_id} not finished after {timeout:.0f} s; see {self.log}")
-            worker = worker or self._worker(run_id)
-            if worker is not None:
-                with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
-                    times = worker.cpu_times()
-                    cpu = max(cpu, times.user + times.system + times.children_user + times.children_system)
-            time.sleep(0.1)
+                raise TimeoutError(f"run {run_id}: its process {worker} was not reaped within 30 s")
+            time.sleep(0.05)
+        # A code server the daemon started meanwhile (it replaces them now and then) counts from zero.
+        cpu = sum(_ended_children_cpu(s) - before.get(s.pid, 0.0) for s in self._code_servers())
+        if cpu <= 0:
+            raise RuntimeError(f"run {run_id}: no code server of the daemon counts its process {worker}")
+        return times, cpu
 
-    def _worker(self, run_id: str) -> psutil.Process | None:
-        """The run's worker process, from the launcher's "Started process for run (pid: N)" event."""
+    def _code_servers(self) -> list[psutil.Process]:
+        """The daemon's code servers (`dagster api grpc`, one per code location): they start the runs."""
+        assert self._daemon is not None, "start() the daemon first"
+        children = psutil.Process(self._daemon.pid).children(recursive=True)
+        return [child for child in children if "grpc" in child.cmdline()]
+
+    def _worker_pid(self, run_id: str) -> int:
+        """The run process's pid, from the first engine event that names it."""
         engine_events = dg.DagsterEventType.ENGINE_EVENT
         for record in self.instance.get_records_for_run(run_id, of_type=engine_events).records:
             event = record.event_log_entry.dagster_event
             pid = event.engine_event_data.metadata.get("pid") if event is not None else None
             if pid is not None:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    return psutil.Process(int(pid.value))
-        return None
+                return int(pid.value)
+        raise RuntimeError(f"run {run_id}: no engine event names its process")
 
     def times(self, run_id: str) -> RunTimes:
         record = self.instance.get_run_record_by_id(run_id)
@@ -192,6 +227,11 @@ class Platform:
         started = start[0].event_log_entry.timestamp if start else launched
         ended = record.end_time or record.update_timestamp.timestamp()
         return RunTimes(run_id, record.dagster_run.status, created, launched, started, ended)
+
+
+def _ended_children_cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.children_user + times.children_system
 
 
 def _home_of(process: psutil.Process) -> str | None:

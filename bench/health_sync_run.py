@@ -5,31 +5,91 @@ critical). A real Dagster deployment on this machine (`bench/_platform.py`: the 
 dagster.yaml, a real daemon, Dagster's default run launcher) holds the partitions; one first sync
 writes every table. Then, alternately, the same steady run (writes: changes, nothing changed) is
 executed in this process (`execute_in_process` on the same instance) and launched as a run through the
-queue (`dagster job launch`, the daemon's launcher, a `dagster api execute_run` process that imports
-the definitions and runs the job's one op with its in-process executor). Printed side by side: the
-in-process wall time, the real run from launch to end (process start, imports, definitions,
-execution; not the queue wait), and the ratio.
+queue (`dagster job launch`, the daemon's launcher, a run process that imports the definitions and runs
+the job's one op with its in-process executor). Printed side by side: the in-process wall time, the
+real run from launch to end (process start, imports, definitions, execution; not the queue wait), and
+the ratio; the same for CPU seconds.
+
+Each round also runs a one-op job that does nothing (`bench/trivial_location.py`, a second code
+location of the same deployment) in this process and as a real run: what its real run costs beyond its
+in-process run is Dagster's own cost of a run process, so the health-sync run's cost beyond its
+in-process run splits into Dagster's share and icepack's (importing its definitions and their
+libraries). One unmeasured run of each job comes first: the deployment's first runs also compile the
+modules its code servers did not import.
 
     .venv/bin/python bench/health_sync_run.py [--quick] [--tables N] [--rounds N]
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import _tables  # noqa: E402
-from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table, timed  # noqa: E402
-from bench._platform import Platform  # noqa: E402
+from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
+from bench._platform import Platform, RunTimes  # noqa: E402
+from bench.trivial_location import defs as trivial_defs  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
 from icepack_dagster.defs.health_sync.job import health_sync_run_config  # noqa: E402
 from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
 from icepack_dagster.settings import load_settings  # noqa: E402
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+ICEPACK_LOCATION = "icepack_dagster"  # workspace.yaml
+TRIVIAL_LOCATION = "bench.trivial_location"
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round: the steady health sync in process and as a real run, then the do-nothing job both ways
+    (seconds; CPU seconds of the process and its ended children)."""
+
+    wall: float
+    cpu: float
+    run: RunTimes
+    run_cpu: float
+    trivial_in_cpu: float
+    trivial: RunTimes
+    trivial_cpu: float
+
+    @property
+    def dagster_share(self) -> float:
+        return self.trivial_cpu - self.trivial_in_cpu
+
+    @property
+    def icepack_share(self) -> float:
+        return self.run_cpu - self.cpu - self.dagster_share
+
+
+def cpu_seconds() -> float:
+    """This process's CPU seconds and those of its children that ended: Dagster's compute-log capture
+    starts `tail` and watcher processes for every run, in process as in a run process, and the run
+    process's figure (`Platform.run_measuring_cpu`) counts its children too."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def timed(work: Callable[[], Any]) -> tuple[float, float, Any]:
+    """(wall seconds, CPU seconds of this process and its ended children, result)."""
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    result = work()
+    return time.perf_counter() - wall, cpu_seconds() - cpu, result
+
+
+def real_run(
+    platform: Platform, job: str, run_config: dict[str, Any], location: str
+) -> tuple[RunTimes, float]:
+    """Launch `job` as a real run and wait for it: its times and its run process's CPU seconds."""
+    times, worker_cpu = platform.run_measuring_cpu(job, run_config, location=location)
+    assert times.status.value == "SUCCESS", f"run {times.run_id} ended {times.status}; see {platform.log}"
+    return times, worker_cpu
 
 
 def main() -> None:
@@ -53,48 +113,83 @@ def main() -> None:
         "include": [f"lake.{NAMESPACE}.ctl{count}_[0-9]*"],
         "platform": {"sensors_running_by_default": False, "health_sync_batch_size": count},
     }
-    defs = build_definitions(load_settings(**config))
-    job = defs.resolve_job_def("health_sync")
+    job = build_definitions(load_settings(**config)).resolve_job_def("health_sync")
     partitions = [key.text for key in keys]
-    run_config = health_sync_run_config(partitions, "changes")
-
-    platform = Platform(bench.workdir / "platform-health-sync", config, queue_interval_seconds=1)
-    rows: list[list[Any]] = []
+    platform = Platform(
+        bench.workdir / "platform-health-sync", config, queue_interval_seconds=1,
+        more_locations=(TRIVIAL_LOCATION,),
+    )
     try:
-        instance = platform.instance
-        instance.add_dynamic_partitions(PARTITIONS_NAME, partitions)
-        def in_process() -> Any:
-            return job.execute_in_process(instance=instance, run_config=run_config | QUIET)
-
-        wall, _, first = timed(in_process)
-        assert first.success
-        rows.append([f"first sync, in process ({count:,} tables written)", wall, *["-"] * 6])
-        platform.start()
-        inner, real = [], []
-        for _ in range(args.rounds):
-            wall, cpu, result = timed(in_process)
-            assert result.success
-            inner.append((wall, cpu))
-            run_id = platform.launch("health_sync", run_config | QUIET)
-            times, worker_cpu = platform.wait_measuring_cpu(run_id, timeout=600)
-            assert times.status.value == "SUCCESS", f"run {run_id} ended {times.status}; see {platform.log}"
-            real.append((times, worker_cpu))
-        for index, ((wall, cpu), (run, worker_cpu)) in enumerate(zip(inner, real, strict=True)):
-            rows.append([f"steady run {index + 1}", wall, run.launch_to_end, run.process_start,
-                         ratio(run.launch_to_end, wall), cpu, worker_cpu, ratio(worker_cpu, cpu)])
-        best_wall, best_cpu = min(w for w, _ in inner), min(c for _, c in inner)
-        best_run, best_worker = min(r.launch_to_end for r, _ in real), min(c for _, c in real)
-        rows.append(["best of each (a shared machine only adds time)", best_wall, best_run,
-                     min(r.process_start for r, _ in real), ratio(best_run, best_wall), best_cpu, best_worker,
-                     ratio(best_worker, best_cpu)])
+        platform.instance.add_dynamic_partitions(PARTITIONS_NAME, partitions)
+        steady = health_sync_run_config(partitions, "changes") | QUIET
+        first_wall, rounds = measure(platform, job, steady, args.rounds)
     finally:
         platform.stop()
+    print_results(count, first_wall, rounds)
+
+
+def measure(
+    platform: Platform, job: Any, run_config: dict[str, Any], count: int
+) -> tuple[float, list[Round]]:
+    """The first sync in process, one unmeasured real run of each job, then `count` rounds."""
+    instance = platform.instance
+    trivial_job = trivial_defs.resolve_job_def("trivial")
+
+    def in_process() -> Any:
+        return job.execute_in_process(instance=instance, run_config=run_config)
+
+    def trivial_in_process() -> Any:
+        return trivial_job.execute_in_process(instance=instance, run_config=QUIET)
+
+    first_wall, _, first = timed(in_process)
+    assert first.success
+    platform.start()
+    warm_ups = (("health_sync", run_config, ICEPACK_LOCATION), ("trivial", QUIET, TRIVIAL_LOCATION))
+    for name, config, location in warm_ups:
+        platform.wait([platform.launch(name, config, location=location)], timeout=600)
+    rounds = []
+    for _ in range(count):
+        wall, cpu, result = timed(in_process)
+        assert result.success
+        run, run_cpu = real_run(platform, "health_sync", run_config, ICEPACK_LOCATION)
+        _, trivial_in_cpu, trivial_result = timed(trivial_in_process)
+        assert trivial_result.success
+        trivial, trivial_cpu = real_run(platform, "trivial", QUIET, TRIVIAL_LOCATION)
+        rounds.append(Round(wall, cpu, run, run_cpu, trivial_in_cpu, trivial, trivial_cpu))
+    return first_wall, rounds
+
+
+def print_results(count: int, first_wall: float, rounds: list[Round]) -> None:
+    rows: list[list[Any]] = [[f"first sync, in process ({count:,} tables written)", first_wall, *["-"] * 6]]
+    for index, r in enumerate(rounds):
+        rows.append([f"steady run {index + 1}", r.wall, r.run.launch_to_end, r.run.process_start,
+                     ratio(r.run.launch_to_end, r.wall), r.cpu, r.run_cpu, ratio(r.run_cpu, r.cpu)])
+    best_wall, best_cpu = min(r.wall for r in rounds), min(r.cpu for r in rounds)
+    best_run, best_run_cpu = min(r.run.launch_to_end for r in rounds), min(r.run_cpu for r in rounds)
+    rows.append(["best of each (a shared machine only adds time)", best_wall, best_run,
+                 min(r.run.process_start for r in rounds), ratio(best_run, best_wall), best_cpu, best_run_cpu,
+                 ratio(best_run_cpu, best_cpu)])
     table(
         f"A steady health-sync run of {count:,} tables (nothing changed): in this process vs as a real run "
         "(daemon, default run launcher, SQLite storage)",
         ["run", "in process s", "real run s (launch to end)", "of which process start s",
-         "real / in process", "in process CPU s", "run worker CPU s", "CPU real / in process"],
+         "real / in process", "in process CPU s", "run process CPU s", "CPU real / in process"],
         rows,
+    )
+    shares = [[f"round {index + 1}", r.trivial.launch_to_end, r.trivial_in_cpu, r.trivial_cpu,
+               r.dagster_share, r.run_cpu - r.cpu, r.icepack_share] for index, r in enumerate(rounds)]
+    shares.append(["best of each", min(r.trivial.launch_to_end for r in rounds),
+                   min(r.trivial_in_cpu for r in rounds), min(r.trivial_cpu for r in rounds),
+                   min(r.dagster_share for r in rounds), min(r.run_cpu - r.cpu for r in rounds),
+                   min(r.icepack_share for r in rounds)])
+    table(
+        "CPU a run process adds to its work: a one-op job that does nothing, in this process and as a "
+        "real run on the same deployment (what its real run adds is Dagster's share), against what the "
+        "health-sync run adds (the rest is icepack's share: its definitions and their libraries)",
+        ["round", "do-nothing real run s (launch to end)", "do-nothing in process CPU s",
+         "do-nothing real run CPU s", "Dagster's share CPU s", "health sync adds CPU s",
+         "icepack's share CPU s"],
+        shares,
     )
 
 

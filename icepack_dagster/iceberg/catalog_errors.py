@@ -10,12 +10,12 @@ towards quarantine: the table did nothing wrong). Errors that only a programming
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import zlib
 from collections.abc import Callable
 from typing import TypeVar
 
-import requests
 import sqlalchemy.exc
 from fastavro.read import SchemaResolutionError
 from pyiceberg.exceptions import ServerError, ServiceUnavailableError, TooManyRequestsError
@@ -33,8 +33,6 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     ServerError,  # REST 5xx
     ServiceUnavailableError,  # REST 503
     TooManyRequestsError,  # REST 429
-    requests.ConnectionError,
-    requests.Timeout,
 )
 # A SQL catalog's driver raises one OperationalError for an unreachable server and for rejected
 # credentials alike; only the first passes by itself, so only its messages count as transient.
@@ -67,8 +65,16 @@ def _chain(error: BaseException) -> list[BaseException]:
     return seen
 
 
+def _http_transient_errors() -> tuple[type[BaseException], ...]:
+    """requests' connection errors and timeouts (a REST catalog's, an object store's over HTTP), looked up
+    only once requests is imported: no error of requests can exist before that, and importing it here
+    would make every process pay for it, including health-sync runs on a SQL catalog, which never use it."""
+    requests = sys.modules.get("requests")
+    return (requests.ConnectionError, requests.Timeout) if requests is not None else ()
+
+
 def _passing(link: BaseException) -> bool:
-    if isinstance(link, TRANSIENT_ERRORS):
+    if isinstance(link, TRANSIENT_ERRORS + _http_transient_errors()):
         return True
     if isinstance(link, sqlalchemy.exc.OperationalError):
         text = str(link).lower()

@@ -6,7 +6,6 @@ import dagster as dg
 
 from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest, latest_per_partition, metadata_of, new_materializations
-from icepack_dagster.defs.fleet.metrics import write_textfile
 from icepack_dagster.defs.maintenance.maintained_table import maintained_table
 from icepack_dagster.defs.materialization_codec import (
     decode_fleet,
@@ -116,6 +115,9 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         attention=tuple(attention[:ATTENTION_ROWS]),
         attention_total=len(attention),
     )
+    # prometheus_client only here: every run process loads these definitions, few of them refresh the fleet
+    from icepack_dagster.defs.fleet.metrics import write_textfile
+
     write_textfile(summary, icepack.metrics_path)
     context.log.info(f"fleet: {summary.tables} tables; metrics written to {icepack.metrics_path}")
     accuracy = icepack.engine.accuracy()
