@@ -45,6 +45,12 @@ class SparkSettings(_Model):
     connect_timeout_seconds: float = Field(
         default=30.0, gt=0, le=600, description="How long an sc:// master may take to answer at start"
     )
+    connect_ui_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^/\s]+/?$",
+        description="The Spark UI of the sc:// master's server (http://host:4040): with it, a run's log "
+        "shows the server's job, stage and task progress of each action, read from the UI's REST API",
+    )
 
     @field_validator("jar_cache")
     @classmethod

@@ -56,11 +56,12 @@ class ConnectMaintenanceSession(ConnectSession):
     """A Connect client session with icepack's runtime settings applied; a refused setting is an
     error naming its key (pyspark's builder would only warn and run on without it)."""
 
-    def __init__(self, url: str, conf: Mapping[str, str]) -> None:
+    def __init__(self, url: str, conf: Mapping[str, str], ui_url: str | None = None) -> None:
         endpoint = _channel(url)
         super().__init__(connection=endpoint)
         self._maintenance_url = url
         self._maintenance_conf = dict(conf)
+        self.ui_url = ui_url  # the server's Spark UI, where `spark/progress.py` reads task progress
         for key, value in conf.items():
             try:
                 self.conf.set(key, value)
@@ -79,10 +80,13 @@ class ConnectMaintenanceSession(ConnectSession):
 
     def newSession(self) -> ConnectMaintenanceSession:
         """A fresh server-side session (its own SQL settings) on the same server, with the same settings."""
-        return ConnectMaintenanceSession(self._maintenance_url, self._maintenance_conf)
+        return ConnectMaintenanceSession(self._maintenance_url, self._maintenance_conf, self.ui_url)
 
 
-def connect_session(url: str, conf: Mapping[str, str], timeout_seconds: float) -> ConnectMaintenanceSession:
-    """A session on the Connect server at `url`, once the server answers."""
+def connect_session(
+    url: str, conf: Mapping[str, str], timeout_seconds: float, ui_url: str | None = None
+) -> ConnectMaintenanceSession:
+    """A session on the Connect server at `url`, once the server answers; `ui_url` is the server's Spark
+    UI, if icepack may read progress there."""
     wait_for_server(url, timeout_seconds)
-    return ConnectMaintenanceSession(url, conf)
+    return ConnectMaintenanceSession(url, conf, ui_url)

@@ -8,15 +8,20 @@ then at most once per interval and only when something moved, and once more when
 anything moved since; every line names the Spark application.
 
 A Spark Connect (`sc://`) client has no status tracker: pyspark 3.5's Connect client receives no task
-progress from the server. Its jobs are tagged instead, and one line names the server's application and
-the tag to follow in the server's Spark UI.
+progress from the server. Its jobs are tagged instead (the server adds the tag to its own job tags),
+and one line names the server's application and the tag to follow in the server's Spark UI. Where
+icepack knows that UI (`spark.connect_ui_url`), the same poller reads the tagged jobs' progress from the
+UI's REST API, by the same rule.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -85,14 +90,49 @@ def read_progress(context: SparkContext, tag: str) -> SparkProgress:
     )
 
 
+ProgressReader = Callable[[], SparkProgress]
+_UI_TIMEOUT_SECONDS = 5.0
+
+
+class ProgressUnavailable(Exception):
+    """Spark's UI did not answer with the application's jobs (stopped, unreachable, another server)."""
+
+
+def read_ui_progress(ui_url: str, application: str, tag: str) -> SparkProgress:
+    """The progress of the jobs whose tags carry `tag`, from the REST API of the Spark UI at `ui_url`
+    (`/api/v1/applications/<id>/jobs`, Spark 3.5's job data with its tags). A Connect server tags each
+    job with the client's tag inside a longer tag of its own, hence the substring match."""
+    address = f"{ui_url.rstrip('/')}/api/v1/applications/{application}/jobs"
+    try:
+        with urllib.request.urlopen(address, timeout=_UI_TIMEOUT_SECONDS) as response:  # noqa: S310
+            jobs = [job for job in json.load(response) if any(tag in t for t in job.get("jobTags", ()))]
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise ProgressUnavailable(f"{address}: {error}") from None
+    return SparkProgress(
+        jobs_done=sum(job["status"] == "SUCCEEDED" for job in jobs),
+        jobs=len(jobs),
+        stages_done=sum(job["numCompletedStages"] for job in jobs),
+        stages=sum(len(job["stageIds"]) - job["numSkippedStages"] for job in jobs),
+        stages_skipped=sum(job["numSkippedStages"] for job in jobs),
+        tasks_done=sum(job["numCompletedTasks"] for job in jobs),
+        tasks=sum(job["numTasks"] - job["numSkippedTasks"] for job in jobs),
+        tasks_failed=sum(job["numFailedTasks"] for job in jobs),
+    )
+
+
+def tracker_reader(context: SparkContext, tag: str) -> ProgressReader:
+    """Reads the tag's progress from this process's Spark status tracker."""
+    return lambda: read_progress(context, tag)
+
+
 class _Poller(threading.Thread):
     """Polls the tag's progress and reports it by the rule in the module docstring."""
 
     def __init__(
-        self, context: SparkContext, tag: str, report: ProgressSink, interval: float, application: str
+        self, read: ProgressReader, tag: str, report: ProgressSink, interval: float, application: str
     ) -> None:
         super().__init__(name=f"spark-progress-{tag}", daemon=True)
-        self._context = context
+        self._read_progress = read
         self._tag = tag
         self._report = report
         self._interval = interval
@@ -115,8 +155,8 @@ class _Poller(threading.Thread):
 
     def _read(self) -> SparkProgress | None:
         try:
-            return read_progress(self._context, self._tag)
-        except (Py4JError, PySparkException) as error:  # the context stopped under us: stop reporting
+            return self._read_progress()
+        except (Py4JError, PySparkException, ProgressUnavailable) as error:  # Spark stopped: stop reporting
             logger.debug("Spark progress of %s no longer readable: %s", self._tag, error)
             return None
 
@@ -134,7 +174,7 @@ def reported_progress(
     jobs' tag names `action`."""
     tag = f"icepack-{action}-{uuid.uuid4().hex[:8]}"
     if is_connect_session(session):
-        with _tagged_connect_jobs(session, tag, report):
+        with _tagged_connect_jobs(session, tag, report, interval):
             yield
         return
     try:
@@ -145,7 +185,7 @@ def reported_progress(
         logger.debug("no Spark progress for %s: %s", tag, error)
         yield
         return
-    poller = _Poller(context, tag, report, interval, application)
+    poller = _Poller(tracker_reader(context, tag), tag, report, interval, application)
     poller.start()
     try:
         yield
@@ -158,18 +198,35 @@ def reported_progress(
 
 
 @contextmanager
-def _tagged_connect_jobs(session: SparkSession, tag: str, report: ProgressSink) -> Iterator[None]:
-    """Tag the block's operations on a Spark Connect server and say where their progress can be seen."""
+def _tagged_connect_jobs(
+    session: SparkSession, tag: str, report: ProgressSink, interval: float
+) -> Iterator[None]:
+    """Tag the block's operations on a Spark Connect server; report their progress from the server's
+    Spark UI when icepack knows it, else say once where it can be seen."""
     try:
         application = session.conf.get("spark.app.id") or "unknown"
     except PySparkException:
         application = "unknown"
+    ui_url = getattr(session, "ui_url", None)
     session.addTag(tag)
-    report(
-        f"Spark Connect application {application}: the Connect client receives no task progress; "
-        f"the server's Spark UI shows this action's jobs under the tag {tag}"
-    )
+    if ui_url is None:
+        report(
+            f"Spark Connect application {application}: the Connect client receives no task progress; "
+            f"the server's Spark UI shows this action's jobs under the tag {tag} (set spark.connect_ui_url "
+            "to see them here)"
+        )
+        try:
+            yield
+        finally:
+            session.removeTag(tag)
+        return
+    report(f"Spark Connect application {application}: progress of tag {tag} from {ui_url}")
+    poller = _Poller(lambda: read_ui_progress(ui_url, application, tag), tag, report, interval, application)
+    poller.start()
     try:
         yield
     finally:
         session.removeTag(tag)
+        final = poller.finish()
+        if final is not None and final.jobs and final != poller.last:
+            report(final.describe(application))

@@ -127,7 +127,10 @@ def build_spark_session(settings: IcepackSettings) -> SparkSession:
         from icepack_dagster.spark.connect import connect_session
 
         remote = connect_session(
-            settings.spark.master, runtime_conf(settings), settings.spark.connect_timeout_seconds
+            settings.spark.master,
+            runtime_conf(settings),
+            settings.spark.connect_timeout_seconds,
+            settings.spark.connect_ui_url,
         )
         return cast("SparkSession", remote)  # pyspark's Connect session mirrors the classic API
     require_java()
