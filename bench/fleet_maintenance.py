@@ -24,6 +24,7 @@ Every table's contents (row count, order-independent checksum) are checked uncha
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import uuid
@@ -34,6 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dagster as dg  # noqa: E402
+import psutil  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
@@ -43,10 +45,17 @@ from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE  # noqa: E402
 from icepack_dagster.defs.event_reads import metadata_of  # noqa: E402
 from icepack_dagster.defs.health_sync.job import health_sync_run_config  # noqa: E402
 from icepack_dagster.defs.materialization_codec import decode_report  # noqa: E402
-from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
+from icepack_dagster.defs.partitions import (
+    PARTITIONS_NAME,  # noqa: E402
+    table_key,  # noqa: E402
+)
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE  # noqa: E402
 from icepack_dagster.domain.maintenance_report import MaintenanceReport  # noqa: E402
-from icepack_dagster.settings import load_settings  # noqa: E402
+from icepack_dagster.engine import Engine  # noqa: E402
+from icepack_dagster.settings import IcepackSettings, load_settings  # noqa: E402
+from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server  # noqa: E402
+from icepack_dagster.spark.session import build_spark_session  # noqa: E402
+from tests.network import free_port  # noqa: E402
 from tests.tables_testkit import arrow_fingerprint  # noqa: E402
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
@@ -96,14 +105,15 @@ def contents(bench: Bench, tables: list[str]) -> dict[str, Any]:
 
 
 def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list[str]], batch_size: int,
-             timeout: float) -> PathResult:
+             timeout: float, master: str = "local[2]") -> PathResult:
     """Maintain one set of tables through a fresh deployment; returns what its runs did and when."""
     small, large = tables
     everything = small + large
     config: dict[str, Any] = {
         "home": str(bench.workdir / "home"),
         "catalogs": {"lake": {"kind": "embedded"}},
-        "spark": {"master": "local[2]", "driver_memory": "2g"},
+        "spark": {"master": master, "driver_memory": "2g"}
+        | ({"connect_timeout_seconds": 120} if master.startswith("sc://") else {}),
         "status_workers": 1,
         "include": [f"lake.{NAMESPACE}.{prefix}_*"],
         "platform": {
@@ -164,11 +174,20 @@ def _wait_for_maintenance(
     return found
 
 
+def warm_up(settings: IcepackSettings, spark: Any, tables: list[str]) -> None:
+    """Maintain `tables` through icepack's engine on `spark` (a local session, or a Connect session on
+    the server), untimed: the JIT of the Iceberg procedures is warm before the timed work starts. The
+    Connect server and the floor's session are warmed alike, on their own warm-up tables."""
+    engine = Engine(settings, spark_provider=lambda: spark)
+    for name in tables:
+        report = engine.maintain(table_key(name), force=True)
+        assert report.outcome == "succeeded", (name, report.outcome, report.first_error)
+
+
 def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tables: list[str]) -> float:
     """Wall seconds of one plain session running the statements `reference` ran on `tables`, on the
     floor's copies (table names swapped), back to back."""
     spark = bench.spark
-    spark.sql("SELECT 1").collect()  # the session exists before timing
     statements = []
     for ref, copy in zip(tables, floor_tables, strict=True):
         ref_name, copy_name = ref.rsplit(".", 1)[1], copy.rsplit(".", 1)[1]
@@ -180,44 +199,97 @@ def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tabl
     return time.perf_counter() - started
 
 
+def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[str], list[str]],
+                     warm_tables: list[str]) -> tuple[PathResult, str]:
+    """Start a Connect server as `icepack spark connect-server` does, warm it, maintain `tables` through
+    the platform with `spark.master=sc://...`; returns the path and the server's open-file growth."""
+    size = ConnectServerSize(master=args.connect_master, driver_memory=args.connect_driver_memory,
+                             port=free_port())
+    log = bench.workdir / f"connect-{prefix}.log"
+    with running_connect_server(bench.settings, size, log) as (url, server):
+        settings = load_settings(home=bench.workdir / "home", catalogs={"lake": {"kind": "embedded"}},
+                                 spark={"master": url, "connect_timeout_seconds": 120}, status_workers=1)
+        warm_up(settings, build_spark_session(settings), warm_tables)
+        files_before = _open_files(server.pid)
+        path = run_path(bench, f"batch runs on a Spark Connect server ({args.connect_master}, up to "
+                        f"{args.batch_size})", prefix, tables, args.batch_size, args.timeout, master=url)
+        growth = f"server JVM open files {files_before} -> {_open_files(server.pid)}"
+    return path, growth
+
+
+def _open_files(pid: int) -> int:
+    """Open file descriptors of the server's JVM (the child of spark-submit's process group)."""
+    group = [p for p in psutil.process_iter() if _group_of(p) == pid]
+    return sum(p.num_fds() for p in group)
+
+
+def _group_of(process: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(process.pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
 def main() -> None:
     args = arguments(
         __doc__.splitlines()[0],
         lambda p: (
-            p.add_argument("--small", type=int, default=10, help="small tables per path (default 10)"),
+            p.add_argument("--small", type=int, default=10, help="small tables: the Connect path, the floor"),
             p.add_argument("--large", type=int, default=2, help="large tables per path (default 2)"),
             p.add_argument("--batch-size", type=int, default=20, help="maintenance_batch_size (default 20)"),
+            p.add_argument("--per-table-sample", type=int, default=None,
+                           help="small tables for today's run-per-table path (default: --small)"),
+            p.add_argument("--local-batch-sample", type=int, default=None,
+                           help="small tables for the local-Spark batch path (default: --small)"),
+            p.add_argument("--warm-up", type=int, default=3,
+                           help="tables maintained untimed on the Connect server and the floor's session"),
+            p.add_argument("--connect-master", default="local[2]", help="the Connect server's master"),
+            p.add_argument("--connect-driver-memory", default="2g", help="the Connect server's heap"),
             p.add_argument("--timeout", type=float, default=3600, help="seconds per path before giving up"),
         ),
     )
     bench = Bench(args.workdir)
     tag = uuid.uuid4().hex[:6]
-    print(f"Fleet maintenance benchmark ({args.small} small + {args.large} large tables per path); "
-          f"{machine()}")
-    sets = {name: make_set(bench, f"fm{tag}_{name}", args.small, args.large)
-            for name in ("run", "batch", "floor")}
+    samples = {"run": args.per_table_sample or args.small, "batch": args.local_batch_sample or args.small,
+               "connect": args.small, "floor": args.small}
+    print(f"Fleet maintenance benchmark ({args.small} small + {args.large} large tables for the Connect path "
+          f"and the floor; samples: {samples['run']} small for a run per table, {samples['batch']} for local "
+          f"batches); {machine()}")
+    sets = {name: make_set(bench, f"fm{tag}_{name}", n, args.large) for name, n in samples.items()}
+    warm = {name: make_set(bench, f"fm{tag}_warm{name}", args.warm_up, 0)[0] for name in ("connect", "floor")}
     before = {name: contents(bench, [*s[0], *s[1]]) for name, s in sets.items()}
 
-    per_table = run_path(bench, "a run per table", f"fm{tag}_run", sets["run"], 1, args.timeout)
-    batched = run_path(bench, f"batch runs (up to {args.batch_size})", f"fm{tag}_batch", sets["batch"],
-                       args.batch_size, args.timeout)
+    per_table = run_path(bench, "a run per table (today)", f"fm{tag}_run", sets["run"], 1, args.timeout)
+    batched = run_path(bench, f"batch runs, local Spark per run (up to {args.batch_size})", f"fm{tag}_batch",
+                       sets["batch"], args.batch_size, args.timeout)
+    connect, server_files = run_connect_path(bench, args, f"fm{tag}_connect", sets["connect"],
+                                             warm["connect"])
+    warm_up(bench.settings, bench.spark, warm["floor"])
     floor_small, floor_large = sets["floor"]
-    floor_wall_small = run_floor(bench, batched, batched.small, floor_small)
-    floor_wall_large = run_floor(bench, batched, batched.large, floor_large)
+    floor_wall_small = run_floor(bench, connect, connect.small, floor_small)
+    floor_wall_large = run_floor(bench, connect, connect.large, floor_large)
 
     for name, tables in sets.items():
         after = contents(bench, [*tables[0], *tables[1]])
         assert after == before[name], f"contents changed in the {name} set"
-    for path in (per_table, batched):
+    for path in (per_table, batched, connect):
         failed = [t for t, r in path.reports.items() if r.outcome != "succeeded"]
         assert not failed, f"{path.name}: not succeeded: {[(t, path.reports[t].outcome) for t in failed]}"
+    print_results(args.small, floor_wall_small, [per_table, batched, connect])
+    print(f"large tables: the floor runs their statements in {floor_wall_large:.1f} s; {server_files} "
+          f"over the Connect path")
+    print("every table's contents (row count, checksum) unchanged; every maintenance succeeded")
 
+
+def print_results(small: int, floor_wall_small: float, paths: list[PathResult]) -> None:
+    """One row per path; a sampled path's rates are its sample's, its ratio to the floor per table."""
+    floor_per_table = floor_wall_small / small
     rows: list[list[Any]] = [[
-        "floor: one plain PySpark session, same statements", args.small, floor_wall_small,
-        3600 * args.small / floor_wall_small, floor_wall_small, "-", "-", "1.00x",
+        "floor: one plain PySpark session (warmed), same statements", f"{small}", floor_wall_small,
+        3600 / floor_per_table, floor_wall_small, "-", "-", "1.00x",
     ]]
     baseline_rate = None
-    for path in (per_table, batched):
+    for path in paths:
         tables = path.small + path.large
         small_wall = path.wall(path.small)
         run_seconds = sum(r.launch_to_end for r in path.runs)
@@ -228,16 +300,14 @@ def main() -> None:
             f"{path.name}: {len(path.runs)} runs", f"{len(path.small)} + {len(path.large)} large",
             path.wall(tables), rate, path.call_seconds(tables), overhead,
             f"{ratio(rate, baseline_rate)} ({small_wall:.0f} s for the small ones)",
-            ratio(small_wall, floor_wall_small),
+            ratio(small_wall / len(path.small), floor_per_table),
         ])
     table(
         "Fleet maintenance, end to end through Dagster (first launch to last table) vs one plain session",
         ["path", "tables", "wall s", "tables/h", "Spark CALL s", "fixed overhead s/table",
-         "tables/h vs a run per table", "small tables vs floor"],
+         "tables/h vs a run per table", "small tables vs floor, per table"],
         rows,
     )
-    print(f"large tables on their own runs: the floor runs their statements in {floor_wall_large:.1f} s")
-    print("every table's contents (row count, checksum) unchanged; every maintenance succeeded")
 
 
 if __name__ == "__main__":
