@@ -31,6 +31,7 @@ from icepack_dagster.spark.jvm_artifacts import SPARK_CONNECT_SERVER, cached_jar
 from icepack_dagster.spark.session import (
     ICEBERG_EXTENSIONS,
     SPARK_REDACTION_REGEX,
+    local_master_conf,
     require_java,
     resolve_jars,
 )
@@ -69,9 +70,7 @@ def server_command(settings: IcepackSettings, size: ConnectServerSize) -> list[s
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log_config}",
         "spark.ui.showConsoleProgress": "false",
     }
-    if size.master.startswith("local"):
-        conf |= {"spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1",
-                 "spark.driver.bindAddress": "127.0.0.1"}
+    conf |= local_master_conf(size.master)
     command = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS,
                "--name", f"{settings.spark.app_name}-connect", "--master", size.master,
                "--driver-memory", size.driver_memory, "--jars", ",".join(jars)]
