@@ -238,9 +238,9 @@ def main() -> None:
             p.add_argument("--large", type=int, default=2, help="large tables per path (default 2)"),
             p.add_argument("--batch-size", type=int, default=20, help="maintenance_batch_size (default 20)"),
             p.add_argument("--per-table-sample", type=int, default=None,
-                           help="small tables for today's run-per-table path (default: --small)"),
+                           help="small tables for today's run-per-table path (default: --small; 0 skips it)"),
             p.add_argument("--local-batch-sample", type=int, default=None,
-                           help="small tables for the local-Spark batch path (default: --small)"),
+                           help="small tables for the local-Spark batch path (default: --small; 0 skips it)"),
             p.add_argument("--warm-up", type=int, default=3,
                            help="tables maintained untimed on the Connect server and the floor's session"),
             p.add_argument("--connect-master", default="local[2]", help="the Connect server's master"),
@@ -250,20 +250,25 @@ def main() -> None:
     )
     bench = Bench(args.workdir)
     tag = uuid.uuid4().hex[:6]
-    samples = {"run": args.per_table_sample or args.small, "batch": args.local_batch_sample or args.small,
+    samples = {"run": _sample(args.per_table_sample, args.small),
+               "batch": _sample(args.local_batch_sample, args.small),
                "connect": args.small, "floor": args.small}
     print(f"Fleet maintenance benchmark ({args.small} small + {args.large} large tables for the Connect path "
           f"and the floor; samples: {samples['run']} small for a run per table, {samples['batch']} for local "
           f"batches); {machine()}")
-    sets = {name: make_set(bench, f"fm{tag}_{name}", n, args.large) for name, n in samples.items()}
+    sets = {name: make_set(bench, f"fm{tag}_{name}", n, args.large) for name, n in samples.items() if n}
     warm = {name: make_set(bench, f"fm{tag}_warm{name}", args.warm_up, 0)[0] for name in ("connect", "floor")}
     before = {name: contents(bench, [*s[0], *s[1]]) for name, s in sets.items()}
 
-    per_table = run_path(bench, "a run per table (today)", f"fm{tag}_run", sets["run"], 1, args.timeout)
-    batched = run_path(bench, f"batch runs, local Spark per run (up to {args.batch_size})", f"fm{tag}_batch",
-                       sets["batch"], args.batch_size, args.timeout)
+    paths = []
+    if samples["run"]:
+        paths.append(run_path(bench, "a run per table (today)", f"fm{tag}_run", sets["run"], 1, args.timeout))
+    if samples["batch"]:
+        paths.append(run_path(bench, f"batch runs, local Spark per run (up to {args.batch_size})",
+                              f"fm{tag}_batch", sets["batch"], args.batch_size, args.timeout))
     connect, server_files = run_connect_path(bench, args, f"fm{tag}_connect", sets["connect"],
                                              warm["connect"])
+    paths.append(connect)
     warm_up(bench.settings, bench.spark, warm["floor"])
     floor_small, floor_large = sets["floor"]
     floor_wall_small = run_floor(bench, connect, connect.small, floor_small)
@@ -272,16 +277,21 @@ def main() -> None:
     for name, tables in sets.items():
         after = contents(bench, [*tables[0], *tables[1]])
         assert after == before[name], f"contents changed in the {name} set"
-    for path in (per_table, batched, connect):
+    for path in paths:
         failed = [t for t, r in path.reports.items() if r.outcome != "succeeded"]
         assert not failed, f"{path.name}: not succeeded: {[(t, path.reports[t].outcome) for t in failed]}"
-    print_results(args.small, floor_wall_small, [per_table, batched, connect])
+    print_results(args.small, floor_wall_small, paths, has_baseline=bool(samples["run"]))
     print(f"large tables: the floor runs their statements in {floor_wall_large:.1f} s; {server_files} "
           f"over the Connect path")
     print("every table's contents (row count, checksum) unchanged; every maintenance succeeded")
 
 
-def print_results(small: int, floor_wall_small: float, paths: list[PathResult]) -> None:
+def _sample(flag: int | None, small: int) -> int:
+    """A path's small tables: the flag's sample (0 skips the path), or all of them."""
+    return small if flag is None else min(flag, small)
+
+
+def print_results(small: int, floor_wall_small: float, paths: list[PathResult], has_baseline: bool) -> None:
     """One row per path; a sampled path's rates are its sample's, its ratio to the floor per table."""
     floor_per_table = floor_wall_small / small
     rows: list[list[Any]] = [[
@@ -295,11 +305,11 @@ def print_results(small: int, floor_wall_small: float, paths: list[PathResult]) 
         run_seconds = sum(r.launch_to_end for r in path.runs)
         overhead = (run_seconds - path.call_seconds(tables)) / len(tables)
         rate = 3600 * len(tables) / path.wall(tables)
-        baseline_rate = baseline_rate or rate
+        baseline_rate = baseline_rate or (rate if has_baseline else None)
         rows.append([
             f"{path.name}: {len(path.runs)} runs", f"{len(path.small)} + {len(path.large)} large",
             path.wall(tables), rate, path.call_seconds(tables), overhead,
-            f"{ratio(rate, baseline_rate)} ({small_wall:.0f} s for the small ones)",
+            f"{ratio(rate, baseline_rate) if baseline_rate else '-'} ({small_wall:.0f} s for the small ones)",
             ratio(small_wall / len(path.small), floor_per_table),
         ])
     table(
