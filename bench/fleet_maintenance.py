@@ -6,20 +6,31 @@ this machine (`bench/_platform.py`: the repository's dagster.yaml with its queue
 daemon running the real sensors, Dagster's default run launcher, real Spark in every run), once per
 path, each path on its own fresh copies of the tables:
 
-- *a run per table*: today's path (`maintenance_batch_size` 1);
-- *batch runs*: tables of the smallest sizing tier share `maintenance_batch` runs of up to
-  `--batch-size` tables in one Spark session; large tables keep a run each.
+- *a run per table*: today's path (`maintenance_batch_size` 1), a local Spark per run;
+- *batch runs, local Spark*: tables of the smallest sizing tier share `maintenance_batch` runs of up
+  to `--batch-size` tables in one local Spark session per run; large tables keep a run each;
+- *batch runs on a Spark Connect server*: the same runs with `spark.master=sc://...`, sending their
+  SQL to one long-lived server started as `icepack spark connect-server` starts one
+  (`spark/connect_server.py`, `--connect-master`, `--connect-driver-memory`); the large tables'
+  one-table runs go there too. The server is started and warmed (`--warm-up` tables maintained
+  through icepack's engine, untimed) before the platform starts.
 
-Both with the same platform knobs (sensor every 5 s, 2 runs per tick, 2 in flight). Before the daemon
+All with the same platform knobs (sensor every 5 s, 2 runs per tick, 2 in flight). Before the daemon
 starts, one in-process health sync marks every table critical (not timed). Timed from the first
 maintenance run's launch to the last table's `maintained_table` event. The floor is one plain PySpark
-session (started before timing) executing the same statements the batch path ran (SETs and CALLs,
-table names swapped) back to back on a third copy. Printed side by side: tables per hour, Spark CALL
-seconds, the per-table fixed overhead (run seconds from launch to end, summed over runs, minus the
-CALL seconds, per table), and each path's wall time for the small tables against the floor's.
-Every table's contents (row count, order-independent checksum) are checked unchanged.
+session, warmed like the server (`--warm-up` tables maintained through icepack's engine, untimed),
+executing the statements the Connect path ran (SETs and CALLs, table names swapped) back to back on
+a copy of its tables, after the server stopped. The Connect path and the floor take all N small
+tables; the two older paths, at about 45 s (run per table) and 60 s per batch of fixed cost, may take
+a sample (`--per-table-sample`, `--local-batch-sample`; 0 skips a path), and their rates are their
+sample's. Printed side by side: tables per hour, Spark CALL seconds, the per-table fixed overhead (run
+seconds from launch to end, summed over runs, minus the CALL seconds, per table), tables/h against a
+run per table, and the wall time per small table against the floor's. Every table's contents (row
+count, order-independent checksum) are checked unchanged; the server JVM's open files are printed
+before and after the fleet.
 
     .venv/bin/python bench/fleet_maintenance.py [--small N] [--large N] [--batch-size N]
+        [--per-table-sample N] [--local-batch-sample N] [--warm-up N]
 """
 
 from __future__ import annotations
@@ -283,7 +294,8 @@ def main() -> None:
     print_results(args.small, floor_wall_small, paths, has_baseline=bool(samples["run"]))
     print(f"large tables: the floor runs their statements in {floor_wall_large:.1f} s; {server_files} "
           f"over the Connect path")
-    print("every table's contents (row count, checksum) unchanged; every maintenance succeeded")
+    print("every table's contents (row count, checksum) unchanged; every maintenance succeeded; "
+          f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 def _sample(flag: int | None, small: int) -> int:
