@@ -46,11 +46,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dagster as dg  # noqa: E402
-import psutil  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
 from bench._platform import Platform, RunTimes  # noqa: E402
+from bench._warm_spark import open_files, warm_connect_server, warm_up  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE  # noqa: E402
 from icepack_dagster.defs.event_reads import metadata_of  # noqa: E402
@@ -58,14 +58,11 @@ from icepack_dagster.defs.health_sync.job import health_sync_run_config  # noqa:
 from icepack_dagster.defs.materialization_codec import decode_report  # noqa: E402
 from icepack_dagster.defs.partitions import (
     PARTITIONS_NAME,  # noqa: E402
-    table_key,  # noqa: E402
-)
+    )
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE  # noqa: E402
 from icepack_dagster.domain.maintenance_report import MaintenanceReport  # noqa: E402
-from icepack_dagster.engine import Engine  # noqa: E402
-from icepack_dagster.settings import IcepackSettings, load_settings  # noqa: E402
-from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server  # noqa: E402
-from icepack_dagster.spark.session import build_spark_session  # noqa: E402
+from icepack_dagster.settings import load_settings  # noqa: E402
+from icepack_dagster.spark.connect_server import ConnectServerSize  # noqa: E402
 from tests.network import free_port  # noqa: E402
 from tests.tables_testkit import arrow_fingerprint  # noqa: E402
 
@@ -185,16 +182,6 @@ def _wait_for_maintenance(
     return found
 
 
-def warm_up(settings: IcepackSettings, spark: Any, tables: list[str]) -> None:
-    """Maintain `tables` through icepack's engine on `spark` (a local session, or a Connect session on
-    the server), untimed: the JIT of the Iceberg procedures is warm before the timed work starts. The
-    Connect server and the floor's session are warmed alike, on their own warm-up tables."""
-    engine = Engine(settings, spark_provider=lambda: spark)
-    for name in tables:
-        report = engine.maintain(table_key(name), force=True)
-        assert report.outcome == "succeeded", (name, report.outcome, report.first_error)
-
-
 def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tables: list[str]) -> float:
     """Wall seconds of one plain session running the statements `reference` ran on `tables`, on the
     floor's copies (table names swapped), back to back."""
@@ -212,33 +199,17 @@ def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tabl
 
 def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[str], list[str]],
                      warm_tables: list[str]) -> tuple[PathResult, str]:
-    """Start a Connect server as `icepack spark connect-server` does, warm it, maintain `tables` through
-    the platform with `spark.master=sc://...`; returns the path and the server's open-file growth."""
+    """Start and warm a Connect server, maintain `tables` through the platform with
+    `spark.master=sc://...`; returns the path and the server's open files before and after."""
     size = ConnectServerSize(master=args.connect_master, driver_memory=args.connect_driver_memory,
                              port=free_port())
     log = bench.workdir / f"connect-{prefix}.log"
-    with running_connect_server(bench.settings, size, log) as (url, server):
-        settings = load_settings(home=bench.workdir / "home", catalogs={"lake": {"kind": "embedded"}},
-                                 spark={"master": url, "connect_timeout_seconds": 120}, status_workers=1)
-        warm_up(settings, build_spark_session(settings), warm_tables)
-        files_before = _open_files(server.pid)
+    with warm_connect_server(bench, size, log, warm_tables) as (url, server):
+        files_before = open_files(server)
         path = run_path(bench, f"batch runs on a Spark Connect server ({args.connect_master}, up to "
                         f"{args.batch_size})", prefix, tables, args.batch_size, args.timeout, master=url)
-        growth = f"server JVM open files {files_before} -> {_open_files(server.pid)}"
-    return path, growth
-
-
-def _open_files(pid: int) -> int:
-    """Open file descriptors of the server's JVM (the child of spark-submit's process group)."""
-    group = [p for p in psutil.process_iter() if _group_of(p) == pid]
-    return sum(p.num_fds() for p in group)
-
-
-def _group_of(process: psutil.Process) -> int | None:
-    try:
-        return os.getpgid(process.pid)
-    except (ProcessLookupError, PermissionError):
-        return None
+        files = f"server JVM open files {files_before} -> {open_files(server)}"
+    return path, files
 
 
 def main() -> None:
