@@ -3,8 +3,10 @@
 The server is Spark 3.5.7's own (`SparkConnectServer` from `org.apache.spark:spark-connect_2.12:3.5.7`,
 pinned in jvm_artifacts and fetched by setup), started by pyspark's `spark-submit` with the Iceberg
 runtime, the catalogs' JDBC drivers and Iceberg's SQL extensions by the code behind
-`icepack spark connect-server` (`spark/connect_server.py`), as operators start theirs. icepack's client sends only runtime `spark.sql.*` settings (the catalog among them); a
-compaction through it must rewrite the files and keep the contents identical.
+`icepack spark connect-server` (`spark/connect_server.py`), as operators start theirs. icepack's
+client sends only runtime `spark.sql.*` settings (the catalog among them), in one request per
+session, and a refused one is named; a compaction through it must rewrite the files and keep the
+contents identical.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import pytest
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.recommendation_model import RecommendedAction
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.exceptions import SparkConnectUnavailableError
+from icepack_dagster.exceptions import ConfigurationError, SparkConnectUnavailableError
 from icepack_dagster.iceberg.catalogs import open_catalog
 from icepack_dagster.settings import IcepackSettings, load_settings
+from icepack_dagster.spark.connect import ConnectMaintenanceSession
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session, is_connect_session
@@ -79,3 +82,18 @@ def test_compaction_through_a_real_connect_server(connect_server: str, tmp_path:
     table = catalog.load_table(("connect", "events"))
     assert arrow_fingerprint(table)[0] == 120
     assert table.current_snapshot().summary.operation.value == "replace"
+
+
+def test_a_setting_the_server_refuses_is_named(connect_server: str) -> None:
+    """A session's settings go to the server in one request; when the server refuses one (a static
+    setting only the server's start can give), the error names that key, not the whole request."""
+    conf = {"spark.sql.session.timeZone": "UTC", "spark.sql.extensions": "org.example.Other",
+            "spark.sql.shuffle.partitions": "3"}
+    with pytest.raises(ConfigurationError, match=r"refused the setting spark\.sql\.extensions: "):
+        ConnectMaintenanceSession(connect_server, conf)
+    session = ConnectMaintenanceSession(connect_server, {"spark.sql.shuffle.partitions": "3"})
+    try:
+        assert session.conf.get("spark.sql.shuffle.partitions") == "3"
+        assert session.newSession().conf.get("spark.sql.shuffle.partitions") == "3"
+    finally:
+        session.stop()
