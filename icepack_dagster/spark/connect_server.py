@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from icepack_dagster.exceptions import SparkConnectUnavailableError
-from icepack_dagster.settings import IcepackSettings, java_home
+from icepack_dagster.settings import IcepackSettings, child_environment, java_home
 from icepack_dagster.spark.jvm_artifacts import SPARK_CONNECT_SERVER, cached_jar
 from icepack_dagster.spark.session import (
     ICEBERG_EXTENSIONS,
@@ -82,7 +82,7 @@ def server_command(settings: IcepackSettings, size: ConnectServerSize) -> list[s
 def server_environment() -> dict[str, str]:
     """The environment `spark-submit` runs in: pyspark's Spark, no inherited PySpark/Spark overrides
     (a driver Python or a SPARK_CONF_DIR of the caller's own would change the server)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    env = child_environment(without_prefixes=("PYSPARK_", "SPARK_"))
     env["SPARK_HOME"] = str(spark_home())
     if java_home():
         env["JAVA_HOME"] = str(java_home())
