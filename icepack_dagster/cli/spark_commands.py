@@ -43,7 +43,7 @@ def connect_server(port: int, master: str, driver_memory: str | None, start_time
     server = start_connect_server(settings, size, sys.stderr.buffer)
 
     def _terminate(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
+        raise KeyboardInterrupt  # SIGTERM is how a service manager stops it: a clean stop, like Ctrl-C
 
     signal.signal(signal.SIGTERM, _terminate)
     try:

@@ -11,12 +11,18 @@ contents identical.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psutil
 import pytest
+from pyspark.errors import AnalysisException
 
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.recommendation_model import RecommendedAction
@@ -34,6 +40,7 @@ from tests.tables_testkit import arrow_fingerprint, table_fingerprint
 pytestmark = pytest.mark.spark
 
 START_DEADLINE_SECONDS = 180
+ICEPACK = str(Path(sys.executable).parent / "icepack")
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +104,37 @@ def test_a_setting_the_server_refuses_is_named(connect_server: str) -> None:
         assert session.newSession().conf.get("spark.sql.shuffle.partitions") == "3"
     finally:
         session.stop()
+
+
+def test_the_cli_serves_until_terminated(settings: IcepackSettings, tmp_path: Path) -> None:
+    """`icepack spark connect-server` says where it serves once the server answers, serves SQL with the
+    Iceberg extensions, and SIGTERM ends it together with its JVM."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ICEPACK_")}
+    env |= {"ICEPACK_HOME": str(tmp_path / "home"), "ICEPACK_SPARK__JAR_CACHE": str(settings.spark.jar_cache)}
+    command = [ICEPACK, "spark", "connect-server", "--port", str(port), "--master", "local[1]",
+               "--driver-memory", "512m"]
+    cli = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert cli.stdout is not None
+        line = cli.stdout.readline()  # the first line comes once the server answers (or the CLI ended)
+        served = re.search(rf"serving on port {port} \(master local\[1\], driver memory 512m, pid (\d+)",
+                           line)
+        assert served, line
+        session = ConnectMaintenanceSession(f"sc://127.0.0.1:{port}", {})
+        try:  # an Iceberg procedure parses only with the extensions the server was started with
+            with pytest.raises(AnalysisException) as refused:
+                session.sql("CALL lake.system.rewrite_data_files(table => 'ns.t')").collect()
+            # Iceberg's parser read the CALL (Spark's own would fail to parse it) and looked for a
+            # procedure catalog: `lake` is not configured in this session, so the session catalog
+            assert "not a ProcedureCatalog" in str(refused.value), refused.value
+        finally:
+            session.stop()
+        server = psutil.Process(int(served[1]))
+        cli.send_signal(signal.SIGTERM)
+        assert cli.wait(timeout=60) == 0
+        psutil.wait_procs([server], timeout=30)
+        assert not server.is_running()
+    finally:
+        if cli.poll() is None:
+            cli.kill()
