@@ -251,6 +251,10 @@ def main() -> None:
     connect, server_files = run_connect_path(bench, args, f"fm{tag}_connect", sets["connect"],
                                              warm["connect"])
     paths.append(connect)
+    for path in paths:  # as soon as they are known: a later failure keeps these
+        tables = path.small + path.large
+        print(f"{path.name}: {len(tables)} tables in {path.wall(tables):.1f} s, {len(path.runs)} runs, "
+              f"{path.call_seconds(tables):.1f} s of Spark actions", flush=True)
     warm_up(bench.settings, bench.spark, warm["floor"])
     floor_small, floor_large = sets["floor"]
     floor_wall_small = run_floor(bench, connect, connect.small, floor_small)
