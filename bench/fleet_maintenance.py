@@ -15,7 +15,8 @@ path, each path on its own fresh copies of the tables:
   one-table runs go there too. The server is started and warmed (`--warm-up` tables maintained
   through icepack's engine, untimed) before the platform starts.
 
-All with the same platform knobs (sensor every 5 s, 2 runs per tick, 2 in flight). Before the daemon
+All with the same platform knobs (sensor every 5 s, 2 runs per tick, 2 in flight; on the Connect
+path `--connect-in-flight`, since the runs in flight are the server's concurrency). Before the daemon
 starts, one in-process health sync marks every table critical (not timed). Timed from the first
 maintenance run's launch to the last table's `maintained_table` event. The floor is one plain PySpark
 session, warmed like the server (`--warm-up` tables maintained through icepack's engine, untimed),
@@ -30,7 +31,7 @@ count, order-independent checksum) are checked unchanged; the server JVM's open 
 before and after the fleet.
 
     .venv/bin/python bench/fleet_maintenance.py [--small N] [--large N] [--batch-size N]
-        [--per-table-sample N] [--local-batch-sample N] [--warm-up N]
+        [--per-table-sample N] [--local-batch-sample N] [--warm-up N] [--connect-in-flight N]
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def contents(bench: Bench, tables: list[str]) -> dict[str, Any]:
 
 
 def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list[str]], batch_size: int,
-             timeout: float, master: str = "local[2]") -> PathResult:
+             timeout: float, master: str = "local[2]", in_flight: int = 2) -> PathResult:
     """Maintain one set of tables through a fresh deployment; returns what its runs did and when."""
     small, large = tables
     everything = small + large
@@ -130,7 +131,7 @@ def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list
             "maintenance_interval_seconds": 5,
             "discovery_interval_seconds": 30,
             "maintenance_runs_per_tick": 2,
-            "max_maintenance_in_flight": 2,
+            "max_maintenance_in_flight": in_flight,
             "maintenance_batch_size": batch_size,
             "sizing_tiers": TIERS,
         },
@@ -206,8 +207,10 @@ def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[st
     log = bench.workdir / f"connect-{prefix}.log"
     with warm_connect_server(bench, size, log, warm_tables) as (url, server):
         files_before = open_files(server)
-        path = run_path(bench, f"batch runs on a Spark Connect server ({args.connect_master}, up to "
-                        f"{args.batch_size})", prefix, tables, args.batch_size, args.timeout, master=url)
+        name = (f"batch runs on a Spark Connect server ({args.connect_master}, up to {args.batch_size}, "
+                f"{args.connect_in_flight} in flight)")
+        path = run_path(bench, name, prefix, tables, args.batch_size, args.timeout, master=url,
+                        in_flight=args.connect_in_flight)
         files = f"server JVM open files {files_before} -> {open_files(server)}"
     return path, files
 
@@ -227,6 +230,8 @@ def main() -> None:
                            help="tables maintained untimed on the Connect server and the floor's session"),
             p.add_argument("--connect-master", default="local[2]", help="the Connect server's master"),
             p.add_argument("--connect-driver-memory", default="2g", help="the Connect server's heap"),
+            p.add_argument("--connect-in-flight", type=int, default=2,
+                           help="maintenance runs at once on the Connect path (others: 2)"),
             p.add_argument("--timeout", type=float, default=3600, help="seconds per path before giving up"),
         ),
     )
