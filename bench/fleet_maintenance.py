@@ -6,24 +6,37 @@ this machine (`bench/_platform.py`: the repository's dagster.yaml with its queue
 daemon running the real sensors, Dagster's default run launcher, real Spark in every run), once per
 path, each path on its own fresh copies of the tables:
 
-- *a run per table*: today's path (`maintenance_batch_size` 1);
-- *batch runs*: tables of the smallest sizing tier share `maintenance_batch` runs of up to
-  `--batch-size` tables in one Spark session; large tables keep a run each.
+- *a run per table*: today's path (`maintenance_batch_size` 1), a local Spark per run;
+- *batch runs, local Spark*: tables of the smallest sizing tier share `maintenance_batch` runs of up
+  to `--batch-size` tables in one local Spark session per run; large tables keep a run each;
+- *batch runs on a Spark Connect server*: the same runs with `spark.master=sc://...`, sending their
+  SQL to one long-lived server started as `icepack spark connect-server` starts one
+  (`spark/connect_server.py`, `--connect-master`, `--connect-driver-memory`); the large tables'
+  one-table runs go there too. The server is started and warmed (`--warm-up` tables maintained
+  through icepack's engine, untimed) before the platform starts.
 
-Both with the same platform knobs (sensor every 5 s, 2 runs per tick, 2 in flight). Before the daemon
+All with the same platform knobs (sensor every 5 s, 2 runs per tick, 2 in flight; on the Connect
+path `--connect-in-flight`, since the runs in flight are the server's concurrency). Before the daemon
 starts, one in-process health sync marks every table critical (not timed). Timed from the first
 maintenance run's launch to the last table's `maintained_table` event. The floor is one plain PySpark
-session (started before timing) executing the same statements the batch path ran (SETs and CALLs,
-table names swapped) back to back on a third copy. Printed side by side: tables per hour, Spark CALL
-seconds, the per-table fixed overhead (run seconds from launch to end, summed over runs, minus the
-CALL seconds, per table), and each path's wall time for the small tables against the floor's.
-Every table's contents (row count, order-independent checksum) are checked unchanged.
+session, warmed like the server (`--warm-up` tables maintained through icepack's engine, untimed),
+executing the statements the Connect path ran (SETs and CALLs, table names swapped) back to back on
+a copy of its tables, after the server stopped. The Connect path and the floor take all N small
+tables; the two older paths, at about 45 s (run per table) and 60 s per batch of fixed cost, may take
+a sample (`--per-table-sample`, `--local-batch-sample`; 0 skips a path), and their rates are their
+sample's. Printed side by side: tables per hour, Spark CALL seconds, the per-table fixed overhead (run
+seconds from launch to end, summed over runs, minus the CALL seconds, per table), tables/h against a
+run per table, and the wall time per small table against the floor's. Every table's contents (row
+count, order-independent checksum) are checked unchanged; the server JVM's open files are printed
+before and after the fleet.
 
     .venv/bin/python bench/fleet_maintenance.py [--small N] [--large N] [--batch-size N]
+        [--per-table-sample N] [--local-batch-sample N] [--warm-up N] [--connect-in-flight N]
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import uuid
@@ -38,15 +51,20 @@ import pyarrow as pa  # noqa: E402
 
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
 from bench._platform import Platform, RunTimes  # noqa: E402
+from bench._warm_spark import open_files, warm_connect_server, warm_up  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE  # noqa: E402
 from icepack_dagster.defs.event_reads import metadata_of  # noqa: E402
 from icepack_dagster.defs.health_sync.job import health_sync_run_config  # noqa: E402
 from icepack_dagster.defs.materialization_codec import decode_report  # noqa: E402
-from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
+from icepack_dagster.defs.partitions import (
+    PARTITIONS_NAME,  # noqa: E402
+    )
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE  # noqa: E402
 from icepack_dagster.domain.maintenance_report import MaintenanceReport  # noqa: E402
 from icepack_dagster.settings import load_settings  # noqa: E402
+from icepack_dagster.spark.connect_server import ConnectServerSize  # noqa: E402
+from tests.network import free_port  # noqa: E402
 from tests.tables_testkit import arrow_fingerprint  # noqa: E402
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
@@ -96,14 +114,15 @@ def contents(bench: Bench, tables: list[str]) -> dict[str, Any]:
 
 
 def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list[str]], batch_size: int,
-             timeout: float) -> PathResult:
+             timeout: float, master: str = "local[2]", in_flight: int = 2) -> PathResult:
     """Maintain one set of tables through a fresh deployment; returns what its runs did and when."""
     small, large = tables
     everything = small + large
     config: dict[str, Any] = {
         "home": str(bench.workdir / "home"),
         "catalogs": {"lake": {"kind": "embedded"}},
-        "spark": {"master": "local[2]", "driver_memory": "2g"},
+        "spark": {"master": master, "driver_memory": "2g"}
+        | ({"connect_timeout_seconds": 120} if master.startswith("sc://") else {}),
         "status_workers": 1,
         "include": [f"lake.{NAMESPACE}.{prefix}_*"],
         "platform": {
@@ -112,7 +131,7 @@ def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list
             "maintenance_interval_seconds": 5,
             "discovery_interval_seconds": 30,
             "maintenance_runs_per_tick": 2,
-            "max_maintenance_in_flight": 2,
+            "max_maintenance_in_flight": in_flight,
             "maintenance_batch_size": batch_size,
             "sizing_tiers": TIERS,
         },
@@ -168,7 +187,6 @@ def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tabl
     """Wall seconds of one plain session running the statements `reference` ran on `tables`, on the
     floor's copies (table names swapped), back to back."""
     spark = bench.spark
-    spark.sql("SELECT 1").collect()  # the session exists before timing
     statements = []
     for ref, copy in zip(tables, floor_tables, strict=True):
         ref_name, copy_name = ref.rsplit(".", 1)[1], copy.rsplit(".", 1)[1]
@@ -180,64 +198,118 @@ def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tabl
     return time.perf_counter() - started
 
 
+def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[str], list[str]],
+                     warm_tables: list[str]) -> tuple[PathResult, str]:
+    """Start and warm a Connect server, maintain `tables` through the platform with
+    `spark.master=sc://...`; returns the path and the server's open files before and after."""
+    size = ConnectServerSize(master=args.connect_master, driver_memory=args.connect_driver_memory,
+                             port=free_port())
+    log = bench.workdir / f"connect-{prefix}.log"
+    with warm_connect_server(bench, size, log, warm_tables) as (url, server):
+        files_before = open_files(server)
+        name = (f"batch runs on a Spark Connect server ({args.connect_master}, up to {args.batch_size}, "
+                f"{args.connect_in_flight} in flight)")
+        path = run_path(bench, name, prefix, tables, args.batch_size, args.timeout, master=url,
+                        in_flight=args.connect_in_flight)
+        files = f"server JVM open files {files_before} -> {open_files(server)}"
+    return path, files
+
+
 def main() -> None:
     args = arguments(
         __doc__.splitlines()[0],
         lambda p: (
-            p.add_argument("--small", type=int, default=10, help="small tables per path (default 10)"),
+            p.add_argument("--small", type=int, default=10, help="small tables: the Connect path, the floor"),
             p.add_argument("--large", type=int, default=2, help="large tables per path (default 2)"),
             p.add_argument("--batch-size", type=int, default=20, help="maintenance_batch_size (default 20)"),
+            p.add_argument("--per-table-sample", type=int, default=None,
+                           help="small tables for today's run-per-table path (default: --small; 0 skips it)"),
+            p.add_argument("--local-batch-sample", type=int, default=None,
+                           help="small tables for the local-Spark batch path (default: --small; 0 skips it)"),
+            p.add_argument("--warm-up", type=int, default=3,
+                           help="tables maintained untimed on the Connect server and the floor's session"),
+            p.add_argument("--connect-master", default="local[2]", help="the Connect server's master"),
+            p.add_argument("--connect-driver-memory", default="2g", help="the Connect server's heap"),
+            p.add_argument("--connect-in-flight", type=int, default=2,
+                           help="maintenance runs at once on the Connect path (others: 2)"),
             p.add_argument("--timeout", type=float, default=3600, help="seconds per path before giving up"),
         ),
     )
     bench = Bench(args.workdir)
     tag = uuid.uuid4().hex[:6]
-    print(f"Fleet maintenance benchmark ({args.small} small + {args.large} large tables per path); "
-          f"{machine()}")
-    sets = {name: make_set(bench, f"fm{tag}_{name}", args.small, args.large)
-            for name in ("run", "batch", "floor")}
+    samples = {"run": _sample(args.per_table_sample, args.small),
+               "batch": _sample(args.local_batch_sample, args.small),
+               "connect": args.small, "floor": args.small}
+    print(f"Fleet maintenance benchmark ({args.small} small + {args.large} large tables for the Connect path "
+          f"and the floor; samples: {samples['run']} small for a run per table, {samples['batch']} for local "
+          f"batches); {machine()}")
+    sets = {name: make_set(bench, f"fm{tag}_{name}", n, args.large) for name, n in samples.items() if n}
+    warm = {name: make_set(bench, f"fm{tag}_warm{name}", args.warm_up, 0)[0] for name in ("connect", "floor")}
     before = {name: contents(bench, [*s[0], *s[1]]) for name, s in sets.items()}
 
-    per_table = run_path(bench, "a run per table", f"fm{tag}_run", sets["run"], 1, args.timeout)
-    batched = run_path(bench, f"batch runs (up to {args.batch_size})", f"fm{tag}_batch", sets["batch"],
-                       args.batch_size, args.timeout)
+    paths = []
+    if samples["run"]:
+        paths.append(run_path(bench, "a run per table (today)", f"fm{tag}_run", sets["run"], 1, args.timeout))
+    if samples["batch"]:
+        paths.append(run_path(bench, f"batch runs, local Spark per run (up to {args.batch_size})",
+                              f"fm{tag}_batch", sets["batch"], args.batch_size, args.timeout))
+    connect, server_files = run_connect_path(bench, args, f"fm{tag}_connect", sets["connect"],
+                                             warm["connect"])
+    paths.append(connect)
+    for path in paths:  # as soon as they are known: a later failure keeps these
+        tables = path.small + path.large
+        print(f"{path.name}: {len(tables)} tables in {path.wall(tables):.1f} s, {len(path.runs)} runs, "
+              f"{path.call_seconds(tables):.1f} s of Spark actions", flush=True)
+    warm_up(bench.settings, bench.spark, warm["floor"])
     floor_small, floor_large = sets["floor"]
-    floor_wall_small = run_floor(bench, batched, batched.small, floor_small)
-    floor_wall_large = run_floor(bench, batched, batched.large, floor_large)
+    floor_wall_small = run_floor(bench, connect, connect.small, floor_small)
+    floor_wall_large = run_floor(bench, connect, connect.large, floor_large)
 
     for name, tables in sets.items():
         after = contents(bench, [*tables[0], *tables[1]])
         assert after == before[name], f"contents changed in the {name} set"
-    for path in (per_table, batched):
+    for path in paths:
         failed = [t for t, r in path.reports.items() if r.outcome != "succeeded"]
         assert not failed, f"{path.name}: not succeeded: {[(t, path.reports[t].outcome) for t in failed]}"
+    print_results(args.small, floor_wall_small, paths, has_baseline=bool(samples["run"]))
+    print(f"large tables: the floor runs their statements in {floor_wall_large:.1f} s; {server_files} "
+          f"over the Connect path")
+    print("every table's contents (row count, checksum) unchanged; every maintenance succeeded; "
+          f"load average {os.getloadavg()[0]:.1f} at the end")
 
+
+def _sample(flag: int | None, small: int) -> int:
+    """A path's small tables: the flag's sample (0 skips the path), or all of them."""
+    return small if flag is None else min(flag, small)
+
+
+def print_results(small: int, floor_wall_small: float, paths: list[PathResult], has_baseline: bool) -> None:
+    """One row per path; a sampled path's rates are its sample's, its ratio to the floor per table."""
+    floor_per_table = floor_wall_small / small
     rows: list[list[Any]] = [[
-        "floor: one plain PySpark session, same statements", args.small, floor_wall_small,
-        3600 * args.small / floor_wall_small, floor_wall_small, "-", "-", "1.00x",
+        "floor: one plain PySpark session (warmed), same statements", f"{small}", floor_wall_small,
+        3600 / floor_per_table, floor_wall_small, "-", "-", "1.00x",
     ]]
     baseline_rate = None
-    for path in (per_table, batched):
+    for path in paths:
         tables = path.small + path.large
         small_wall = path.wall(path.small)
         run_seconds = sum(r.launch_to_end for r in path.runs)
         overhead = (run_seconds - path.call_seconds(tables)) / len(tables)
         rate = 3600 * len(tables) / path.wall(tables)
-        baseline_rate = baseline_rate or rate
+        baseline_rate = baseline_rate or (rate if has_baseline else None)
         rows.append([
             f"{path.name}: {len(path.runs)} runs", f"{len(path.small)} + {len(path.large)} large",
             path.wall(tables), rate, path.call_seconds(tables), overhead,
-            f"{ratio(rate, baseline_rate)} ({small_wall:.0f} s for the small ones)",
-            ratio(small_wall, floor_wall_small),
+            f"{ratio(rate, baseline_rate) if baseline_rate else '-'} ({small_wall:.0f} s for the small ones)",
+            ratio(small_wall / len(path.small), floor_per_table),
         ])
     table(
         "Fleet maintenance, end to end through Dagster (first launch to last table) vs one plain session",
         ["path", "tables", "wall s", "tables/h", "Spark CALL s", "fixed overhead s/table",
-         "tables/h vs a run per table", "small tables vs floor"],
+         "tables/h vs a run per table", "small tables vs floor, per table"],
         rows,
     )
-    print(f"large tables on their own runs: the floor runs their statements in {floor_wall_large:.1f} s")
-    print("every table's contents (row count, checksum) unchanged; every maintenance succeeded")
 
 
 if __name__ == "__main__":

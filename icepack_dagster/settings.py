@@ -203,6 +203,12 @@ def java_home() -> str | None:
     return os.environ.get("JAVA_HOME")
 
 
+def child_environment(without_prefixes: tuple[str, ...]) -> dict[str, str]:
+    """This process's environment for a child process icepack starts (the Spark Connect server), minus
+    the variables whose names start with `without_prefixes`; read here, as every environment read is."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(without_prefixes)}
+
+
 def load_settings(**overrides: Any) -> IcepackSettings:
     """Build settings from the environment and the config file, turning validation errors into one
     `ConfigurationError` that names each offending field (never its secret value)."""

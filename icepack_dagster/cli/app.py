@@ -18,6 +18,7 @@ import click
 from icepack_dagster.cli.context import EXIT_FAILED, EXIT_USAGE
 from icepack_dagster.cli.maintain_command import maintain
 from icepack_dagster.cli.operator_commands import OPERATOR_COMMANDS
+from icepack_dagster.cli.spark_commands import SPARK_COMMANDS
 from icepack_dagster.cli.table_commands import TABLE_COMMANDS
 from icepack_dagster.exceptions import (
     ConfigurationError,
@@ -32,7 +33,7 @@ def cli() -> None:
     """icepack: measure, judge and maintain Apache Iceberg tables (no Dagster needed)."""
 
 
-for _command in (*TABLE_COMMANDS, maintain, *OPERATOR_COMMANDS):
+for _command in (*TABLE_COMMANDS, maintain, *OPERATOR_COMMANDS, *SPARK_COMMANDS):
     cli.add_command(_command)
 
 

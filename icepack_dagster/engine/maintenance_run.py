@@ -126,6 +126,7 @@ def _run(
             dry_run=dry_run,
             status_before=lambda: engine.status(key),
             on_progress=on_progress,
+            status_planned_on=status,
         )
     ordered = sorted([*results, *skipped], key=lambda r: ACTION_ORDER.index(r.action))
     report = MaintenanceReport(

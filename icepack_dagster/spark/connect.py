@@ -11,10 +11,12 @@ on the same endpoint with the same settings.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import grpc
 from pyspark.errors import AnalysisException, PySparkException
+from pyspark.sql.connect import proto
 from pyspark.sql.connect.client import ChannelBuilder
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 
@@ -62,20 +64,34 @@ class ConnectMaintenanceSession(ConnectSession):
         self._maintenance_url = url
         self._maintenance_conf = dict(conf)
         self.ui_url = ui_url  # the server's Spark UI, where `spark/progress.py` reads task progress
+        try:
+            self._set_all(conf)
+        except AnalysisException:  # a static or server-only setting among them: find it, to name it
+            self._set_each(endpoint.endpoint, conf)
+        except PySparkException as error:
+            self.stop()
+            raise SparkConnectUnavailableError(
+                f"Spark Connect server sc://{endpoint.endpoint} failed while a session was set up: "
+                f"{spark_error_message(error)}; {_CHECK}"
+            ) from None
+
+    def _set_all(self, conf: Mapping[str, str]) -> None:
+        """Every setting in one request (a table's session is opened per table: one round trip, not
+        one per catalog key)."""
+        pairs = [proto.KeyValue(key=key, value=value) for key, value in conf.items()]
+        result = self.client.config(proto.ConfigRequest.Operation(set=proto.ConfigRequest.Set(pairs=pairs)))
+        for message in result.warnings:
+            warnings.warn(message, stacklevel=2)
+
+    def _set_each(self, endpoint: str, conf: Mapping[str, str]) -> None:
         for key, value in conf.items():
             try:
                 self.conf.set(key, value)
-            except AnalysisException as error:  # a static or server-only setting
+            except AnalysisException as error:
                 self.stop()
                 raise ConfigurationError(
-                    f"Spark Connect server sc://{endpoint.endpoint} refused the setting {key}: "
+                    f"Spark Connect server sc://{endpoint} refused the setting {key}: "
                     f"{spark_error_message(error)}; set it where the server starts"
-                ) from None
-            except PySparkException as error:
-                self.stop()
-                raise SparkConnectUnavailableError(
-                    f"Spark Connect server sc://{endpoint.endpoint} failed while a session was set up: "
-                    f"{spark_error_message(error)}; {_CHECK}"
                 ) from None
 
     def newSession(self) -> ConnectMaintenanceSession:

@@ -26,6 +26,7 @@ from icepack_dagster.domain.action_outcome import compare
 from icepack_dagster.domain.actions import ActionImpact, ActionResult, ActionStatus, MaintenanceAction
 from icepack_dagster.domain.procedures import SESSION_SETUP, existence_probe
 from icepack_dagster.domain.recommendation_model import RecommendedAction
+from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import MaintenanceError, TableNotFoundError
 from icepack_dagster.spark.action_plans import ActionPlan, orphan_guard_is_on, plan_actions
@@ -67,12 +68,15 @@ class MaintenanceRunner:
         status_before: StatusReader | None = None,
         on_progress: ProgressSink | None = None,
         now: datetime | None = None,
+        status_planned_on: TableStatus | None = None,
     ) -> list[ActionResult]:
         """Run `actions` on one table, in the given order; one result per action.
 
         `properties` are the table's properties (overrides and gc.enabled are read from them).
         `status_before` reads the table's status; it is called before each action and again after it
-        to fill the impact. A dry run renders the statements and returns without touching Spark.
+        to fill the impact; `status_planned_on`, the status the actions were planned on (read under the
+        table's lease just before), stands for the first read. A dry run renders the statements and
+        returns without touching Spark.
         Raises `TableNotFoundError` when the table does not exist; every other problem is a `failed`
         result naming the table and the action, and the table's later actions are `skipped`."""
         progress = on_progress or (lambda message: logger.info("%s", message))
@@ -80,7 +84,7 @@ class MaintenanceRunner:
         session = None if dry_run else self._table_session(key)
         if session is not None:
             plans = [orphan_guard_is_on(key, session, plan) for plan in plans]
-        meter = StatusMeter(status_before, key, progress)
+        meter = StatusMeter(status_before, key, progress, known=status_planned_on)
         results: list[ActionResult] = []
         try:
             for plan in plans:

@@ -105,14 +105,21 @@ def spark_conf(settings: IcepackSettings) -> dict[str, str]:
     }
     log_config = Path(__file__).with_name("log4j2.properties")
     conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log_config.as_uri()}"
-    if settings.spark.master.startswith("local"):
-        conf |= {
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "4",
-            "spark.driver.host": "127.0.0.1",
-            "spark.driver.bindAddress": "127.0.0.1",
-        }
-    return conf | runtime_conf(settings)
+    return conf | local_master_conf(settings.spark.master) | runtime_conf(settings)
+
+
+def local_master_conf(master: str) -> dict[str, str]:
+    """For a `local[N]` master (a classic session or a Connect server on one machine): no UI, loopback
+    only, and 4 shuffle partitions instead of Spark's 200, which would make orphan removal's anti-join
+    on a small table mostly task scheduling."""
+    if not master.startswith("local"):
+        return {}
+    return {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
 
 
 def describe_spark_conf(settings: IcepackSettings) -> dict[str, str]:

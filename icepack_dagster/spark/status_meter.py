@@ -36,11 +36,19 @@ class StatusMeter:
     commits). A status that cannot be read leaves the numbers empty: the action's outcome matters more
     than its measured impact."""
 
-    def __init__(self, read: StatusReader | None, key: TableKey, progress: ProgressSink) -> None:
+    def __init__(
+        self,
+        read: StatusReader | None,
+        key: TableKey,
+        progress: ProgressSink,
+        known: TableStatus | None = None,
+    ) -> None:
+        """`known`: the table's status just read by the caller (the one the actions were planned on),
+        taken as the status before the first action instead of reading the same state again."""
         self._read_status = read
         self._key = key
         self._progress = progress
-        self._last: TableStatus | None = None
+        self._last: TableStatus | None = known
 
     def _read(self) -> TableStatus | None:
         if self._read_status is None:

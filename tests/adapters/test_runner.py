@@ -104,6 +104,34 @@ def test_rewrite_data_files_compacts_in_a_session_of_its_own(spark, catalogs: Ca
     assert spark.conf.get("spark.sql.shuffle.partitions") == shuffle_partitions  # the override did not leak
 
 
+def test_the_status_planned_on_stands_for_the_first_read(spark, catalogs: CatalogSet, namespace) -> None:
+    """The caller's status (read under the lease, the one the actions were planned on) is the first
+    action's "before"; the runner reads the table once after each action, not again before the first."""
+    key = make_table(spark, namespace, "planned_on", commits=5)
+    before = table_fingerprint(spark, qualified_table("lake", key))
+    read = status_reader(catalogs, key)
+    planned_on = read()
+    reads: list[TableStatus] = []
+
+    def counted() -> TableStatus:
+        reads.append(read())
+        return reads[-1]
+
+    compaction, manifests = make_action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"}), make_action(
+        A.REWRITE_MANIFESTS
+    )
+    results = MaintenanceRunner(spark, "lake").run(
+        key, [compaction, manifests], status_before=counted, status_planned_on=planned_on
+    )
+
+    assert [r.status for r in results] == ["succeeded", "succeeded"], [r.error for r in results]
+    assert len(reads) == 2  # after each action; the state before the first was known
+    assert results[0].impact.data_files_before == planned_on.live_data_files == 5
+    assert results[0].impact.data_files_after == reads[0].live_data_files == 1
+    assert results[1].impact.data_files_before == reads[0].live_data_files
+    assert table_fingerprint(spark, qualified_table("lake", key)) == before
+
+
 def test_spark_progress_is_reported_while_an_action_runs(spark, catalogs: CatalogSet, namespace) -> None:
     """Spark's jobs, stages and tasks reach the progress callback from the watching thread while the
     procedure runs, and once more when it ends with every task done; every line names the application."""

@@ -2,9 +2,11 @@
 
 The server is Spark 3.5.7's own (`SparkConnectServer` from `org.apache.spark:spark-connect_2.12:3.5.7`,
 pinned in jvm_artifacts and fetched by setup), started by pyspark's `spark-submit` with the Iceberg
-runtime, the SQLite JDBC driver and Iceberg's SQL extensions, as docs/KUBERNETES.md tells operators to
-start theirs. icepack's client sends only runtime `spark.sql.*` settings (the catalog among them); a
-compaction through it must rewrite the files and keep the contents identical.
+runtime, the catalogs' JDBC drivers and Iceberg's SQL extensions by the code behind
+`icepack spark connect-server` (`spark/connect_server.py`), as operators start theirs. icepack's
+client sends only runtime `spark.sql.*` settings (the catalog among them), in one request per
+session, and a refused one is named; a compaction through it must rewrite the files and keep the
+contents identical.
 """
 
 from __future__ import annotations
@@ -13,72 +15,45 @@ import os
 import re
 import signal
 import subprocess
-import time
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pyspark
+import psutil
 import pytest
+from pyspark.errors import AnalysisException
 
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.recommendation_model import RecommendedAction
 from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import ConfigurationError, SparkConnectUnavailableError
 from icepack_dagster.iceberg.catalogs import open_catalog
 from icepack_dagster.settings import IcepackSettings, load_settings
-from icepack_dagster.spark.jvm_artifacts import ICEBERG_SPARK_RUNTIME, SPARK_CONNECT_SERVER, cached_jar
+from icepack_dagster.spark.connect import ConnectMaintenanceSession
+from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
 from icepack_dagster.spark.runner import MaintenanceRunner
-from icepack_dagster.spark.session import ICEBERG_EXTENSIONS, build_spark_session, is_connect_session
+from icepack_dagster.spark.session import build_spark_session, is_connect_session
 from tests.network import free_port
 from tests.tables_testkit import arrow_fingerprint, table_fingerprint
 
 pytestmark = pytest.mark.spark
 
-SPARK_HOME = Path(pyspark.__file__).parent
 START_DEADLINE_SECONDS = 180
-
-
+ICEPACK = str(Path(sys.executable).parent / "icepack")
 
 
 @pytest.fixture(scope="module")
 def connect_server(settings: IcepackSettings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`sc://127.0.0.1:PORT` of a running Spark Connect server; stopped (its process group) after."""
-    cache = settings.spark.jar_cache
-    jars = [cached_jar(SPARK_CONNECT_SERVER, cache), cached_jar(ICEBERG_SPARK_RUNTIME, cache),
-            Path("/usr/share/java/sqlite-jdbc.jar")]
-    port = free_port()
+    """`sc://127.0.0.1:PORT` of a running Spark Connect server, started as `icepack spark connect-server`
+    starts one (`spark/connect_server.py`); stopped (its process group) after."""
+    size = ConnectServerSize(master="local[1]", driver_memory="1g", port=free_port())
     log = tmp_path_factory.mktemp("connect") / "server.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
-    env |= {"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1"}
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [str(SPARK_HOME / "bin" / "spark-submit"),
-             "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-             "--master", "local[1]", "--driver-memory", "1g",
-             "--jars", ",".join(str(jar) for jar in jars),
-             "--conf", f"spark.sql.extensions={ICEBERG_EXTENSIONS}",
-             "--conf", f"spark.connect.grpc.binding.port={port}",
-             "--conf", "spark.ui.enabled=false",
-             "spark-internal"],
-            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )
     try:
-        deadline = time.monotonic() + START_DEADLINE_SECONDS
-        while "Spark Connect server started" not in log.read_text(errors="replace"):
-            if server.poll() is not None:
-                pytest.fail(f"the Spark Connect server exited with {server.returncode}:\n"
-                            f"{log.read_text(errors='replace')[-3000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"the Spark Connect server did not start within {START_DEADLINE_SECONDS} s")
-            time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=30)
+        with running_connect_server(settings, size, log, START_DEADLINE_SECONDS) as (url, _):
+            yield url
+    except SparkConnectUnavailableError as error:
+        pytest.fail(f"{error}:\n{log.read_text(errors='replace')[-3000:]}")
 
 
 def test_compaction_through_a_real_connect_server(connect_server: str, tmp_path: Path) -> None:
@@ -114,3 +89,52 @@ def test_compaction_through_a_real_connect_server(connect_server: str, tmp_path:
     table = catalog.load_table(("connect", "events"))
     assert arrow_fingerprint(table)[0] == 120
     assert table.current_snapshot().summary.operation.value == "replace"
+
+
+def test_a_setting_the_server_refuses_is_named(connect_server: str) -> None:
+    """A session's settings go to the server in one request; when the server refuses one (a static
+    setting only the server's start can give), the error names that key, not the whole request."""
+    conf = {"spark.sql.session.timeZone": "UTC", "spark.sql.extensions": "org.example.Other",
+            "spark.sql.shuffle.partitions": "3"}
+    with pytest.raises(ConfigurationError, match=r"refused the setting spark\.sql\.extensions: "):
+        ConnectMaintenanceSession(connect_server, conf)
+    session = ConnectMaintenanceSession(connect_server, {"spark.sql.shuffle.partitions": "3"})
+    try:
+        assert session.conf.get("spark.sql.shuffle.partitions") == "3"
+        assert session.newSession().conf.get("spark.sql.shuffle.partitions") == "3"
+    finally:
+        session.stop()
+
+
+def test_the_cli_serves_until_terminated(settings: IcepackSettings, tmp_path: Path) -> None:
+    """`icepack spark connect-server` says where it serves once the server answers, serves SQL with the
+    Iceberg extensions, and SIGTERM ends it together with its JVM."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ICEPACK_")}
+    env |= {"ICEPACK_HOME": str(tmp_path / "home"), "ICEPACK_SPARK__JAR_CACHE": str(settings.spark.jar_cache)}
+    command = [ICEPACK, "spark", "connect-server", "--port", str(port), "--master", "local[1]",
+               "--driver-memory", "512m"]
+    cli = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert cli.stdout is not None
+        line = cli.stdout.readline()  # the first line comes once the server answers (or the CLI ended)
+        served = re.search(rf"serving on port {port} \(master local\[1\], driver memory 512m, pid (\d+)",
+                           line)
+        assert served, line
+        session = ConnectMaintenanceSession(f"sc://127.0.0.1:{port}", {})
+        try:  # an Iceberg procedure parses only with the extensions the server was started with
+            with pytest.raises(AnalysisException) as refused:
+                session.sql("CALL lake.system.rewrite_data_files(table => 'ns.t')").collect()
+            # Iceberg's parser read the CALL (Spark's own would fail to parse it) and looked for a
+            # procedure catalog: `lake` is not configured in this session, so the session catalog
+            assert "not a ProcedureCatalog" in str(refused.value), refused.value
+        finally:
+            session.stop()
+        server = psutil.Process(int(served[1]))
+        cli.send_signal(signal.SIGTERM)
+        assert cli.wait(timeout=60) == 0
+        psutil.wait_procs([server], timeout=30)
+        assert not server.is_running()
+    finally:
+        if cli.poll() is None:
+            cli.kill()

@@ -1,0 +1,62 @@
+"""`icepack spark connect-server`: a long-lived Spark Connect server with the Iceberg runtime, which
+maintenance reaches through an `sc://` master without starting a JVM per run (spark/connect_server.py)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from types import FrameType
+
+import click
+
+from icepack_dagster.settings import load_settings
+from icepack_dagster.spark.connect_server import (
+    DEFAULT_PORT,
+    ConnectServerSize,
+    start_connect_server,
+    stop_connect_server,
+    wait_until_serving,
+)
+
+
+@click.group()
+def spark() -> None:
+    """Spark for maintenance: a long-lived Spark Connect server."""
+
+
+@spark.command("connect-server")
+@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True,
+              help="Port of the server's gRPC service (point icepack at sc://HOST:PORT).")
+@click.option("--master", default="local[*]", show_default=True,
+              help="The server's Spark master: local[N] gives every maintenance N cores.")
+@click.option("--driver-memory", default=None,
+              help="The server JVM's heap, e.g. 4g  [default: the settings' spark.driver_memory]")
+@click.option("--start-timeout", type=click.FloatRange(1, 3600), default=300, show_default=True,
+              help="Seconds the server may take to answer after its start.")
+def connect_server(port: int, master: str, driver_memory: str | None, start_timeout: float) -> None:
+    """Run a Spark Connect server (Spark 3.5.7, the pinned Iceberg runtime and the configured catalogs'
+    JDBC drivers from the jar cache) in the foreground until interrupted. It has no authentication and
+    listens on every interface: keep the port reachable by icepack only."""
+    settings = load_settings()
+    size = ConnectServerSize(master=master, driver_memory=driver_memory or settings.spark.driver_memory,
+                             port=port)
+    server = start_connect_server(settings, size, sys.stderr.buffer)
+
+    def _terminate(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt  # SIGTERM is how a service manager stops it: a clean stop, like Ctrl-C
+
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        wait_until_serving(server, f"sc://127.0.0.1:{port}", start_timeout)
+        click.echo(f"Spark Connect server serving on port {port} (master {master}, driver memory "
+                   f"{size.driver_memory}, pid {server.pid}): set ICEPACK_SPARK__MASTER=sc://HOST:{port}")
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_connect_server(server)
+    if server.returncode not in (0, -signal.SIGTERM, 128 + signal.SIGTERM):
+        raise SystemExit(server.returncode)
+
+
+SPARK_COMMANDS = (spark,)
