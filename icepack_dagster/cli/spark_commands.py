@@ -31,15 +31,20 @@ def spark() -> None:
               help="The server's Spark master: local[N] gives every maintenance N cores.")
 @click.option("--driver-memory", default=None,
               help="The server JVM's heap, e.g. 4g  [default: the settings' spark.driver_memory]")
+@click.option("--ui-port", type=click.IntRange(1, 65535), default=None,
+              help="Port of the server's Spark UI (a local master has none without it); point "
+              "ICEPACK_SPARK__CONNECT_UI_URL at http://HOST:PORT for Spark's progress in the run log.")
 @click.option("--start-timeout", type=click.FloatRange(1, 3600), default=300, show_default=True,
               help="Seconds the server may take to answer after its start.")
-def connect_server(port: int, master: str, driver_memory: str | None, start_timeout: float) -> None:
+def connect_server(
+    port: int, master: str, driver_memory: str | None, ui_port: int | None, start_timeout: float
+) -> None:
     """Run a Spark Connect server (Spark 3.5.7, the pinned Iceberg runtime and the configured catalogs'
     JDBC drivers from the jar cache) in the foreground until interrupted. It has no authentication and
     listens on every interface: keep the port reachable by icepack only."""
     settings = load_settings()
     size = ConnectServerSize(master=master, driver_memory=driver_memory or settings.spark.driver_memory,
-                             port=port)
+                             port=port, ui_port=ui_port)
     server = start_connect_server(settings, size, sys.stderr.buffer)
 
     def _terminate(signum: int, frame: FrameType | None) -> None:

@@ -44,11 +44,13 @@ _STOP_SECONDS = 30
 @dataclass(frozen=True)
 class ConnectServerSize:
     """What the server's JVM gets: Spark's master (`local[N]`: N cores for every table's work), the
-    driver's heap, and the port its gRPC service listens on."""
+    driver's heap, the port its gRPC service listens on, and the port of its Spark UI, whose REST API
+    shows icepack each action's progress (`spark.connect_ui_url`); a local master has no UI without it."""
 
     master: str = "local[*]"
     driver_memory: str = "2g"
     port: int = DEFAULT_PORT
+    ui_port: int | None = None
 
 
 def spark_home() -> Path:
@@ -71,6 +73,8 @@ def server_command(settings: IcepackSettings, size: ConnectServerSize) -> list[s
         "spark.ui.showConsoleProgress": "false",
     }
     conf |= local_master_conf(size.master)
+    if size.ui_port is not None:
+        conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(size.ui_port)}
     command = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS,
                "--name", f"{settings.spark.app_name}-connect", "--master", size.master,
                "--driver-memory", size.driver_memory, "--jars", ",".join(jars)]

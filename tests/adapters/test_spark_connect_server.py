@@ -44,10 +44,18 @@ ICEPACK = str(Path(sys.executable).parent / "icepack")
 
 
 @pytest.fixture(scope="module")
-def connect_server(settings: IcepackSettings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_size() -> ConnectServerSize:
+    """The test server: one core, a small heap, and its Spark UI on a port of its own."""
+    return ConnectServerSize(master="local[1]", driver_memory="1g", port=free_port(), ui_port=free_port())
+
+
+@pytest.fixture(scope="module")
+def connect_server(
+    settings: IcepackSettings, server_size: ConnectServerSize, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """`sc://127.0.0.1:PORT` of a running Spark Connect server, started as `icepack spark connect-server`
     starts one (`spark/connect_server.py`); stopped (its process group) after."""
-    size = ConnectServerSize(master="local[1]", driver_memory="1g", port=free_port())
+    size = server_size
     log = tmp_path_factory.mktemp("connect") / "server.log"
     try:
         with running_connect_server(settings, size, log, START_DEADLINE_SECONDS) as (url, _):
@@ -56,9 +64,14 @@ def connect_server(settings: IcepackSettings, tmp_path_factory: pytest.TempPathF
         pytest.fail(f"{error}:\n{log.read_text(errors='replace')[-3000:]}")
 
 
-def test_compaction_through_a_real_connect_server(connect_server: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("with_ui", [False, True], ids=["no-ui-url", "ui-url"])
+def test_compaction_through_a_real_connect_server(
+    connect_server: str, server_size: ConnectServerSize, tmp_path: Path, with_ui: bool
+) -> None:
+    ui_url = f"http://127.0.0.1:{server_size.ui_port}" if with_ui else None
     settings = load_settings(home=tmp_path / "home", catalogs={"lake": {"kind": "embedded"}},
-                             spark={"master": connect_server, "connect_timeout_seconds": 120})
+                             spark={"master": connect_server, "connect_timeout_seconds": 120,
+                                    "connect_ui_url": ui_url})
     catalog = open_catalog("lake", settings)
     catalog.create_namespace_if_not_exists("connect")
     spark = build_spark_session(settings)
@@ -80,10 +93,18 @@ def test_compaction_through_a_real_connect_server(connect_server: str, tmp_path:
         assert (result.status, result.error) == ("succeeded", None)
         assert files_before == 6 and files_after == 1
         assert table_fingerprint(spark, "lake.connect.events") == before == (120, before[1])
-        # no task progress through Connect: the server's application and the jobs' tag instead
+        # the Connect client gets no task progress: one line names the server's application and the
+        # jobs' tag; with the server's UI known, its REST API gives the progress, ending all done
         told = [line for line in lines if line.startswith("Spark Connect application ")]
         assert len(told) == 1, lines
         assert re.search(r"application local-\d+: .* tag icepack-rewrite_data_files-", told[0]), told
+        progress = [line for line in lines if line.startswith("Spark application ")]
+        if not with_ui:
+            assert progress == [] and "set spark.connect_ui_url" in told[0], lines
+        else:
+            done = re.fullmatch(r"Spark application (local-\d+): jobs (\d+)/\2 done, stages (\d+)/\3.*, "
+                                r"tasks (\d+)/\4", progress[-1])
+            assert done and int(done[2]) >= 1 and done[1] in told[0], lines
     finally:
         spark.stop()
     table = catalog.load_table(("connect", "events"))
