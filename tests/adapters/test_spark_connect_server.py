@@ -159,3 +159,6 @@ def test_the_cli_serves_until_terminated(settings: IcepackSettings, tmp_path: Pa
     finally:
         if cli.poll() is None:
             cli.kill()
+            cli.wait(timeout=60)
+        if cli.stdout is not None:
+            cli.stdout.close()
