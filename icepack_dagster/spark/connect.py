@@ -65,9 +65,10 @@ class ConnectMaintenanceSession(ConnectSession):
         self._maintenance_conf = dict(conf)
         self.ui_url = ui_url  # the server's Spark UI, where `spark/progress.py` reads task progress
         try:
-            self._set_all(conf)
-        except AnalysisException:  # a static or server-only setting among them: find it, to name it
-            self._set_each(endpoint.endpoint, conf)
+            try:
+                self._set_all(conf)
+            except AnalysisException:  # a static or server-only setting among them: find it, to name it
+                self._set_each(endpoint.endpoint, conf)
         except PySparkException as error:
             self.stop()
             raise SparkConnectUnavailableError(
@@ -78,6 +79,8 @@ class ConnectMaintenanceSession(ConnectSession):
     def _set_all(self, conf: Mapping[str, str]) -> None:
         """Every setting in one request (a table's session is opened per table: one round trip, not
         one per catalog key)."""
+        if not conf:
+            return  # no request at all: a session makes no RPC until it is used
         pairs = [proto.KeyValue(key=key, value=value) for key, value in conf.items()]
         result = self.client.config(proto.ConfigRequest.Operation(set=proto.ConfigRequest.Set(pairs=pairs)))
         for message in result.warnings:
