@@ -84,4 +84,9 @@ class SparkSettings(_Model):
                 f"conf keys {server_keys} configure the Spark JVM, which for an sc:// master is the Spark "
                 "Connect server's: set them where the server starts; a Connect session takes spark.sql.* only"
             )
+        if self.connect_ui_url is not None and not self.master.startswith("sc://"):
+            raise ValueError(
+                f"connect_ui_url is the Spark UI of an sc:// master's server, but the master is "
+                f"{self.master}: a local or cluster session reports its progress itself; unset connect_ui_url"
+            )
         return self

@@ -88,8 +88,9 @@ def server_environment() -> dict[str, str]:
     (a driver Python or a SPARK_CONF_DIR of the caller's own would change the server)."""
     env = child_environment(without_prefixes=("PYSPARK_", "SPARK_"))
     env["SPARK_HOME"] = str(spark_home())
-    if java_home():
-        env["JAVA_HOME"] = str(java_home())
+    home = java_home()
+    if home:
+        env["JAVA_HOME"] = home
     return env
 
 

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from py4j.protocol import Py4JError
@@ -120,11 +121,6 @@ def read_ui_progress(ui_url: str, application: str, tag: str) -> SparkProgress:
     )
 
 
-def tracker_reader(context: SparkContext, tag: str) -> ProgressReader:
-    """Reads the tag's progress from this process's Spark status tracker."""
-    return lambda: read_progress(context, tag)
-
-
 class _Poller(threading.Thread):
     """Polls the tag's progress and reports it by the rule in the module docstring."""
 
@@ -160,10 +156,13 @@ class _Poller(threading.Thread):
             logger.debug("Spark progress of %s no longer readable: %s", self._tag, error)
             return None
 
-    def finish(self) -> SparkProgress | None:
+    def finish(self) -> None:
+        """Stop polling, and report the last progress if anything moved since the last line."""
         self._finished.set()
         self.join()
-        return self._read()
+        final = self._read()
+        if final is not None and final.jobs and final != self.last:
+            self._report(final.describe(self._application))
 
 
 @contextmanager
@@ -185,16 +184,14 @@ def reported_progress(
         logger.debug("no Spark progress for %s: %s", tag, error)
         yield
         return
-    poller = _Poller(tracker_reader(context, tag), tag, report, interval, application)
+    poller = _Poller(partial(read_progress, context, tag), tag, report, interval, application)
     poller.start()
     try:
         yield
     finally:
-        final = poller.finish()
+        poller.finish()
         with suppress(Py4JError):
             context.removeJobTag(tag)
-        if final is not None and final.jobs and final != poller.last:
-            report(final.describe(application))
 
 
 @contextmanager
@@ -209,24 +206,21 @@ def _tagged_connect_jobs(
         application = "unknown"
     ui_url = getattr(session, "ui_url", None)
     session.addTag(tag)
+    poller = None
     if ui_url is None:
         report(
             f"Spark Connect application {application}: the Connect client receives no task progress; "
             f"the server's Spark UI shows this action's jobs under the tag {tag} (set spark.connect_ui_url "
             "to see them here)"
         )
-        try:
-            yield
-        finally:
-            session.removeTag(tag)
-        return
-    report(f"Spark Connect application {application}: progress of tag {tag} from {ui_url}")
-    poller = _Poller(lambda: read_ui_progress(ui_url, application, tag), tag, report, interval, application)
-    poller.start()
+    else:
+        report(f"Spark Connect application {application}: progress of tag {tag} from {ui_url}")
+        read = partial(read_ui_progress, ui_url, application, tag)
+        poller = _Poller(read, tag, report, interval, application)
+        poller.start()
     try:
         yield
     finally:
         session.removeTag(tag)
-        final = poller.finish()
-        if final is not None and final.jobs and final != poller.last:
-            report(final.describe(application))
+        if poller is not None:
+            poller.finish()

@@ -90,3 +90,15 @@ def test_a_connect_url_may_not_pin_the_server_session(tmp_path: Path) -> None:
 def test_connect_timeout_is_bounded(timeout: float) -> None:
     with pytest.raises(ConfigurationError, match="spark.connect_timeout_seconds"):
         load_settings(spark={"master": "sc://h:15002", "connect_timeout_seconds": timeout})
+
+
+@pytest.mark.parametrize("url", ["spark-connect:4040", "http://h:4040/api/v1", "ftp://h:4040"])
+def test_a_connect_ui_url_must_be_a_ui_address(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="spark.connect_ui_url"):
+        load_settings(spark={"master": "sc://h:15002", "connect_ui_url": url})
+
+
+def test_a_connect_ui_url_needs_a_connect_master() -> None:
+    assert load_settings(spark={"master": "sc://h:15002", "connect_ui_url": "http://h:4040"})
+    with pytest.raises(ConfigurationError, match="connect_ui_url is the Spark UI of an sc:// master"):
+        load_settings(spark={"master": "local[2]", "connect_ui_url": "http://h:4040"})
