@@ -23,6 +23,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.scheduler.instigation import TickStatus
 
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.run_tags import TABLE_TAG
@@ -52,6 +53,7 @@ RUN_KEY_TAG = "dagster/run_key"
 TABLES = 7
 SENSOR_ONLY = """
 import dagster as dg
+from dagster._core.scheduler.instigation import TickStatus
 
 from icepack_dagster.definitions import ASSETS, JOBS
 from icepack_dagster.platform_settings import PlatformSettings
@@ -80,6 +82,20 @@ def _runs_by_key(instance: dg.DagsterInstance) -> Counter[str]:
 
 def _runs_by_table(instance: dg.DagsterInstance) -> Counter[str]:
     return Counter(r.dagster_run.tags[TABLE_TAG] for r in runs_of(instance, "maintenance"))
+
+
+def _last_tick_ended(instance: dg.DagsterInstance) -> bool:
+    """True once the maintenance sensor's newest tick ended with nothing to submit. A daemon stopped
+    while a tick that asked for runs is still STARTED resumes that tick on restart and then stores the
+    tick's own cursor, which would undo the operator's cursor deletion below (Dagster's resume logic,
+    not icepack's)."""
+    for state in instance.all_instigator_state():
+        if state.instigator_name == "maintenance_sensor":
+            newest = next(
+                iter(instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=1)), None
+            )
+            return newest is not None and newest.status == TickStatus.SKIPPED
+    return False
 
 
 def test_killed_and_rewound_daemon_launches_each_maintenance_once(
@@ -127,6 +143,7 @@ def test_killed_and_rewound_daemon_launches_each_maintenance_once(
         wait_until(lambda: set(_runs_by_table(instance)) == set(tables), "a run for every table", 120)
         assert max(_runs_by_key(instance).values()) == 1, _runs_by_key(instance)
         assert _runs_by_table(instance) == Counter(tables), "a table's maintenance was launched twice"
+        wait_until(lambda: _last_tick_ended(instance), "a tick with nothing left to submit", 120)
         daemon.stop()
 
         keys = set(_runs_by_key(instance))
