@@ -93,7 +93,7 @@ class DagsterDaemon:
     def start(self) -> None:
         assert self.process is None, "daemon already running"
         with self.log.open("a") as out:
-            out.write(f"\n===== start {self.starts + 1} =====\n")
+            out.write(f"\n{self._start_marker(self.starts + 1)}\n")
             out.flush()
             self.process = subprocess.Popen(
                 [DAEMON, "run", "-w", str(self.workspace)],
@@ -122,6 +122,17 @@ class DagsterDaemon:
         # A code server (`dagster api grpc`) was seen outliving the daemon's SIGTERM: end whatever still
         # runs with this instance's DAGSTER_HOME.
         end(with_environment("DAGSTER_HOME", str(self.home)))
+
+    @staticmethod
+    def _start_marker(start: int) -> str:
+        return f"===== start {start} ====="
+
+    def output_of_last_start(self) -> str:
+        """What the daemon printed since it was last started: a log line an earlier start printed (a
+        resumed tick's, say) is not evidence of what the running daemon did."""
+        if not self.log.exists():
+            return ""
+        return self.log.read_text().rpartition(self._start_marker(self.starts))[2]
 
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text()[-chars:] if self.log.exists() else "(no daemon log)"
