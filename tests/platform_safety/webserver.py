@@ -71,7 +71,17 @@ class DagsterWebserver:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        wait_until(self._repository, "the webserver to serve the code location", timeout=timeout, every=1)
+        wait_until(self._serving, "the webserver to serve the code location", timeout=timeout, every=1)
+
+    def _serving(self) -> tuple[str, str] | None:
+        """The served code location; fails at once, with the webserver's output, when the process has
+        exited (its port taken by another process after `_free_port` probed it, say) instead of
+        waiting out the deadline and reporting only a timeout."""
+        assert self.process is not None
+        if self.process.poll() is not None:
+            output = self.log.read_text()[-3000:] if self.log.exists() else ""
+            raise AssertionError(f"dagster-webserver exited with {self.process.returncode}:\n{output}")
+        return self._repository()
 
     def _repository(self) -> tuple[str, str] | None:
         try:
