@@ -8,7 +8,8 @@ path, each path on its own fresh copies of the tables:
 
 - *a run per table*: today's path (`maintenance_batch_size` 1), a local Spark per run;
 - *batch runs, local Spark*: tables of the smallest sizing tier share `maintenance_batch` runs of up
-  to `--batch-size` tables in one local Spark session per run; large tables keep a run each;
+  to `--batch-size` tables in one local Spark per run, `--batch-workers` tables at a time (each worker
+  thread in a Spark session of its own); large tables keep a run each;
 - *batch runs on a Spark Connect server*: the same runs with `spark.master=sc://...`, sending their
   SQL to one long-lived server started as `icepack spark connect-server` starts one
   (`spark/connect_server.py`, `--connect-master`, `--connect-driver-memory`); the large tables'
@@ -16,7 +17,8 @@ path, each path on its own fresh copies of the tables:
   through icepack's engine, untimed) before the platform starts.
 
 All with the same platform knobs (sensor every 5 s, 2 runs per tick, 2 in flight; on the Connect
-path `--connect-in-flight`, since the runs in flight are the server's concurrency). Before the daemon
+path `--connect-in-flight`, since the runs in flight are the server's concurrency; a tick judges
+`max(50, 2 x --batch-size)` tables, so that it can fill its batches). Before the daemon
 starts, one in-process health sync marks every table critical (not timed). Timed from the first
 maintenance run's launch to the last table's `maintained_table` event. The floor is one plain PySpark
 session, warmed like the server (`--warm-up` tables maintained through icepack's engine, untimed),
@@ -26,11 +28,13 @@ tables; the two older paths, at about 45 s (run per table) and 60 s per batch of
 a sample (`--per-table-sample`, `--local-batch-sample`; 0 skips a path), and their rates are their
 sample's. Printed side by side: tables per hour, Spark CALL seconds, the per-table fixed overhead (run
 seconds from launch to end, summed over runs, minus the CALL seconds, per table), tables/h against a
-run per table, and the wall time per small table against the floor's. Every table's contents (row
-count, order-independent checksum) are checked unchanged; the server JVM's open files are printed
-before and after the fleet.
+run per table, and the wall time per small table against the floor's. With `--batch-workers` above 1
+the fixed overhead counts a batch run's seconds once per worker, and for context the benchmark also
+times that many plain sessions of the floor's process running the small tables' statements at once,
+on another copy. Every table's contents (row count, order-independent checksum) are checked
+unchanged; the server JVM's open files are printed before and after the fleet.
 
-    .venv/bin/python bench/fleet_maintenance.py [--small N] [--large N] [--batch-size N]
+    .venv/bin/python bench/fleet_maintenance.py [--small N] [--large N] [--batch-size N] [--batch-workers N]
         [--per-table-sample N] [--local-batch-sample N] [--warm-up N] [--connect-in-flight N]
 """
 
@@ -38,8 +42,10 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +92,7 @@ class PathResult:
     event_times: dict[str, float]
     runs: list[RunTimes]
     first_launch: float
+    workers: int  # tables a batch run maintains at once: its run seconds count this many times
 
     def call_seconds(self, tables: list[str]) -> float:
         return sum(r.duration_seconds for t in tables for r in self.reports[t].results if r.statements)
@@ -114,7 +121,7 @@ def contents(bench: Bench, tables: list[str]) -> dict[str, Any]:
 
 
 def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list[str]], batch_size: int,
-             timeout: float, master: str = "local[2]", in_flight: int = 2) -> PathResult:
+             timeout: float, master: str = "local[2]", in_flight: int = 2, workers: int = 2) -> PathResult:
     """Maintain one set of tables through a fresh deployment; returns what its runs did and when."""
     small, large = tables
     everything = small + large
@@ -133,6 +140,9 @@ def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list
             "maintenance_runs_per_tick": 2,
             "max_maintenance_in_flight": in_flight,
             "maintenance_batch_size": batch_size,
+            "maintenance_batch_workers": workers,
+            # a tick judges this many tables and forms its batches from them: two full batches per tick
+            "maintenance_candidates_per_tick": max(50, 2 * batch_size),
             "sizing_tiers": TIERS,
         },
     }
@@ -158,7 +168,7 @@ def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list
         assert report is not None, partition
         reports[partition] = report
     return PathResult(name, small, large, reports, {p: r.timestamp for p, r in events.items()}, times,
-                      min(t.launched for t in times))
+                      min(t.launched for t in times), workers if batch_size > 1 else 1)
 
 
 def _wait_for_maintenance(
@@ -194,7 +204,31 @@ def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tabl
             statements += [s.replace(ref_name, copy_name) for s in result.statements]
     started = time.perf_counter()
     for statement in statements:
-        spark.sql(statement).collect()
+        result = spark.sql(statement)  # a SET runs when sent; a CALL's rows are read, as the runner does
+        if statement.startswith("CALL"):
+            result.collect()
+    return time.perf_counter() - started
+
+
+def run_floor_in_parallel(bench: Bench, reference: PathResult, tables: list[str], floor_tables: list[str],
+                          sessions: int) -> float:
+    """Wall seconds of `sessions` plain sessions of the floor's process running those statements at
+    once, a table at a time each (context for a path that maintains tables at once)."""
+    local = threading.local()
+
+    def one(pair: tuple[str, str]) -> None:
+        if not hasattr(local, "session"):
+            local.session = bench.spark.newSession()
+        ref_name, copy_name = pair[0].rsplit(".", 1)[1], pair[1].rsplit(".", 1)[1]
+        for result in reference.reports[pair[0]].results:
+            for statement in result.statements:
+                rows = local.session.sql(statement.replace(ref_name, copy_name))
+                if statement.startswith("CALL"):
+                    rows.collect()
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(sessions) as pool:
+        list(pool.map(one, zip(tables, floor_tables, strict=True)))
     return time.perf_counter() - started
 
 
@@ -208,9 +242,9 @@ def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[st
     with warm_connect_server(bench, size, log, warm_tables) as (url, server):
         files_before = open_files(server)
         name = (f"batch runs on a Spark Connect server ({args.connect_master}, up to {args.batch_size}, "
-                f"{args.connect_in_flight} in flight)")
+                f"{args.batch_workers} at once, {args.connect_in_flight} run(s) in flight)")
         path = run_path(bench, name, prefix, tables, args.batch_size, args.timeout, master=url,
-                        in_flight=args.connect_in_flight)
+                        in_flight=args.connect_in_flight, workers=args.batch_workers)
         files = f"server JVM open files {files_before} -> {open_files(server)}"
     return path, files
 
@@ -222,6 +256,8 @@ def main() -> None:
             p.add_argument("--small", type=int, default=10, help="small tables: the Connect path, the floor"),
             p.add_argument("--large", type=int, default=2, help="large tables per path (default 2)"),
             p.add_argument("--batch-size", type=int, default=20, help="maintenance_batch_size (default 20)"),
+            p.add_argument("--batch-workers", type=int, default=2,
+                           help="maintenance_batch_workers: tables a batch run maintains at once"),
             p.add_argument("--per-table-sample", type=int, default=None,
                            help="small tables for today's run-per-table path (default: --small; 0 skips it)"),
             p.add_argument("--local-batch-sample", type=int, default=None,
@@ -239,11 +275,13 @@ def main() -> None:
     tag = uuid.uuid4().hex[:6]
     samples = {"run": _sample(args.per_table_sample, args.small),
                "batch": _sample(args.local_batch_sample, args.small),
-               "connect": args.small, "floor": args.small}
+               "connect": args.small, "floor": args.small,
+               "floors": args.small if args.batch_workers > 1 else 0}
     print(f"Fleet maintenance benchmark ({args.small} small + {args.large} large tables for the Connect path "
           f"and the floor; samples: {samples['run']} small for a run per table, {samples['batch']} for local "
           f"batches); {machine()}")
-    sets = {name: make_set(bench, f"fm{tag}_{name}", n, args.large) for name, n in samples.items() if n}
+    sets = {name: make_set(bench, f"fm{tag}_{name}", n, 0 if name == "floors" else args.large)
+            for name, n in samples.items() if n}
     warm = {name: make_set(bench, f"fm{tag}_warm{name}", args.warm_up, 0)[0] for name in ("connect", "floor")}
     before = {name: contents(bench, [*s[0], *s[1]]) for name, s in sets.items()}
 
@@ -251,8 +289,9 @@ def main() -> None:
     if samples["run"]:
         paths.append(run_path(bench, "a run per table (today)", f"fm{tag}_run", sets["run"], 1, args.timeout))
     if samples["batch"]:
-        paths.append(run_path(bench, f"batch runs, local Spark per run (up to {args.batch_size})",
-                              f"fm{tag}_batch", sets["batch"], args.batch_size, args.timeout))
+        paths.append(run_path(bench, f"batch runs, local Spark per run (up to {args.batch_size}, "
+                              f"{args.batch_workers} at once)", f"fm{tag}_batch", sets["batch"],
+                              args.batch_size, args.timeout, workers=args.batch_workers))
     connect, server_files = run_connect_path(bench, args, f"fm{tag}_connect", sets["connect"],
                                              warm["connect"])
     paths.append(connect)
@@ -264,6 +303,8 @@ def main() -> None:
     floor_small, floor_large = sets["floor"]
     floor_wall_small = run_floor(bench, connect, connect.small, floor_small)
     floor_wall_large = run_floor(bench, connect, connect.large, floor_large)
+    floors_wall = (run_floor_in_parallel(bench, connect, connect.small, sets["floors"][0], args.batch_workers)
+                   if "floors" in sets else None)
 
     for name, tables in sets.items():
         after = contents(bench, [*tables[0], *tables[1]])
@@ -274,6 +315,11 @@ def main() -> None:
     print_results(args.small, floor_wall_small, paths, has_baseline=bool(samples["run"]))
     print(f"large tables: the floor runs their statements in {floor_wall_large:.1f} s; {server_files} "
           f"over the Connect path")
+    if floors_wall is not None:
+        rate = 3600 * args.small / floors_wall
+        print(f"context: {args.batch_workers} plain sessions of the floor's process at once run the small "
+              f"tables' statements in {floors_wall:.1f} s ({rate:.0f} tables/h); the Connect path's small "
+              f"tables took {ratio(connect.wall(connect.small), floors_wall)} that")
     print("every table's contents (row count, checksum) unchanged; every maintenance succeeded; "
           f"load average {os.getloadavg()[0]:.1f} at the end")
 
@@ -295,7 +341,7 @@ def print_results(small: int, floor_wall_small: float, paths: list[PathResult], 
         tables = path.small + path.large
         small_wall = path.wall(path.small)
         run_seconds = sum(r.launch_to_end for r in path.runs)
-        overhead = (run_seconds - path.call_seconds(tables)) / len(tables)
+        overhead = (run_seconds * path.workers - path.call_seconds(tables)) / len(tables)
         rate = 3600 * len(tables) / path.wall(tables)
         baseline_rate = baseline_rate or (rate if has_baseline else None)
         rows.append([

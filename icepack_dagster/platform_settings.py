@@ -50,6 +50,11 @@ class PlatformSettings(BaseModel):
         description="Tables of the smallest sizing tier maintained one after the other in one run and one "
         "Spark session (maintenance_batch job); 1: a run per table. Larger tables always get their own run",
     )
+    maintenance_batch_workers: int = Field(
+        default=2, ge=1, le=8,
+        description="Tables of one maintenance_batch run maintained at the same time, each thread in its own "
+        "Spark session: one table's Spark work overlaps another's status reads and Dagster events",
+    )
     maintenance_candidates_per_tick: int = Field(
         default=50, ge=1, le=10000, description="Tables whose recommendation is computed per tick, best first"
     )

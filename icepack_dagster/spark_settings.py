@@ -64,7 +64,8 @@ class SparkSettings(_Model):
             raise ValueError(f"{value!r} is not a Spark master URL (local[*], spark://, k8s://, sc://, yarn)")
         if value.startswith("sc://") and ";session_id=" in value:
             raise ValueError(
-                "an sc:// master may not fix session_id: icepack opens one server session per table"
+                "an sc:// master may not fix session_id: icepack opens server sessions of its own "
+                "(per table, or per thread of a batch run)"
             )
         return value
 

@@ -53,7 +53,8 @@ def maintain(
         raise click.UsageError("name one TABLE or pass --all")
     keys = list(ctx.engine.discover().tables) if all_tables else [ctx.engine.resolve(table or "")]
     only = [MaintenanceAction(a) for a in actions] or None
-    reports = list(_maintain_each(ctx.engine, keys, dry_run, only))
+    with ctx.engine.table_sessions.shared():  # one Spark session for table after table
+        reports = list(_maintain_each(ctx.engine, keys, dry_run, only))
     payload = [report_json(ctx.engine.display_name(k), r) for k, r in reports]
     emit(
         payload if all_tables else payload[0],

@@ -118,7 +118,7 @@ def _run(
     chosen, refused = _checked_orphan_removal(engine, key, chosen, status.location)
     results: list[ActionResult] = [*refused]
     if chosen:
-        runner = MaintenanceRunner(None if dry_run else engine.spark(), key.catalog)
+        runner = MaintenanceRunner(None, key.catalog, sessions=None if dry_run else engine.table_sessions)
         results += runner.run(
             key,
             chosen,

@@ -40,6 +40,8 @@ from icepack_dagster.store.table_lease import TableLeases, default_holder
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from icepack_dagster.spark.table_sessions import TableSessions
+
 
 class Engine:
     """Everything icepack can do to one table, from one settings object."""
@@ -75,6 +77,14 @@ class Engine:
     @cached_property
     def policy_rules(self) -> tuple[PolicyRule, ...]:
         return load_policy_rules(self.settings.policy_file)
+
+    @cached_property
+    def table_sessions(self) -> TableSessions:
+        """The sessions tables are maintained in; `with engine.table_sessions.shared():` lets the tables
+        maintained inside share one per thread (`spark/table_sessions.py`)."""
+        from icepack_dagster.spark.table_sessions import TableSessions
+
+        return TableSessions(self.spark)
 
     def spark(self) -> SparkSession:
         if self._spark_provider is not None:

@@ -4,9 +4,10 @@ The JVM, the Iceberg runtime jar and Iceberg's SQL extensions live on the Connec
 sends SQL plus the runtime SQL settings of its session (the catalogs, the time zone) and needs neither
 Java nor jars. Imported only for an `sc://` master: it loads the Connect client (grpc, pandas, pyarrow).
 
-pyspark 3.5's Connect client has no `newSession()`, and maintenance needs one session per table (its
-`SET`s must die with it), so `ConnectMaintenanceSession.newSession()` opens a fresh server-side session
-on the same endpoint with the same settings.
+pyspark 3.5's Connect client has no `newSession()`, and maintenance needs sessions of its own (a
+table's `SET`s must never reach another table: `spark/table_sessions.py`), so
+`ConnectMaintenanceSession.newSession()` opens a fresh server-side session on the same endpoint with
+the same settings.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class ConnectMaintenanceSession(ConnectSession):
         self._maintenance_url = url
         self._maintenance_conf = dict(conf)
         self.ui_url = ui_url  # the server's Spark UI, where `spark/progress.py` reads task progress
+        self.application_id: str | None = None  # the server's, once `spark/progress.py` asked for it
         try:
             try:
                 self._set_all(conf)
@@ -77,8 +79,8 @@ class ConnectMaintenanceSession(ConnectSession):
             ) from None
 
     def _set_all(self, conf: Mapping[str, str]) -> None:
-        """Every setting in one request (a table's session is opened per table: one round trip, not
-        one per catalog key)."""
+        """Every setting in one request (sessions are opened per table or per batch thread: one round
+        trip, not one per catalog key)."""
         if not conf:
             return  # no request at all: a session makes no RPC until it is used
         pairs = [proto.KeyValue(key=key, value=value) for key, value in conf.items()]

@@ -200,10 +200,7 @@ def _tagged_connect_jobs(
 ) -> Iterator[None]:
     """Tag the block's operations on a Spark Connect server; report their progress from the server's
     Spark UI when icepack knows it, else say once where it can be seen."""
-    try:
-        application = session.conf.get("spark.app.id") or "unknown"
-    except PySparkException:
-        application = "unknown"
+    application = _connect_application(session)
     ui_url = getattr(session, "ui_url", None)
     session.addTag(tag)
     poller = None
@@ -224,3 +221,17 @@ def _tagged_connect_jobs(
         session.removeTag(tag)
         if poller is not None:
             poller.finish()
+
+
+def _connect_application(session: SparkSession) -> str:
+    """The Connect server's application id, asked once per session (one round trip per action saved)."""
+    known = getattr(session, "application_id", None)
+    if known is not None:
+        return str(known)
+    try:
+        application = session.conf.get("spark.app.id") or "unknown"
+    except PySparkException:
+        return "unknown"
+    with suppress(AttributeError):  # a plain Connect session, not icepack's: ask again next time
+        session.application_id = application  # type: ignore[attr-defined]
+    return application

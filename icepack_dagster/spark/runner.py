@@ -1,8 +1,9 @@
 """Runs one table's maintenance actions on Spark, in order, each as one Iceberg procedure call.
 
-Every table gets its own `spark.newSession()` (on Spark Connect, a fresh server-side session: see
-`spark/connect.py`): the table's `icepack.spark.sql.*` overrides are `SET` there and die with it, so
-they never reach another table. Everything that can be refused is refused before Spark is touched
+Each table runs in the session `spark/table_sessions.py` gives it: a fresh `spark.newSession()` (on
+Spark Connect, a fresh server-side session: see `spark/connect.py`), or in a batch its thread's shared
+session with the table's `icepack.spark.sql.*` overrides restored after it; either way they never reach
+another table. Everything that can be refused is refused before Spark is touched
 (`spark/action_plans.py`: options, overrides, safety guards), and orphan removal also in a session where
 Iceberg's own 24-hour guard is off. While an action runs, Spark's progress goes to the same progress
 callback as the runner's own lines (`spark/progress.py`). A failing action stops the table's later
@@ -19,21 +20,22 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from py4j.protocol import Py4JError, Py4JJavaError
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
 
 from icepack_dagster.domain.action_outcome import compare
 from icepack_dagster.domain.actions import ActionImpact, ActionResult, ActionStatus, MaintenanceAction
-from icepack_dagster.domain.procedures import SESSION_SETUP, existence_probe
+from icepack_dagster.domain.procedures import existence_probe
 from icepack_dagster.domain.recommendation_model import RecommendedAction
+from icepack_dagster.domain.spark_overrides import resolve_overrides
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.exceptions import MaintenanceError, TableNotFoundError
+from icepack_dagster.exceptions import IcepackError, MaintenanceError, TableNotFoundError
 from icepack_dagster.spark.action_plans import ActionPlan, orphan_guard_is_on, plan_actions
 from icepack_dagster.spark.failures import error_class, failure_hint, spark_error_message
 from icepack_dagster.spark.progress import REPORT_INTERVAL_SECONDS, ProgressSink, reported_progress
-from icepack_dagster.spark.session import is_connect_session
 from icepack_dagster.spark.status_meter import StatusMeter, StatusReader, measured
+from icepack_dagster.spark.table_sessions import TableSessions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,10 +53,15 @@ class MaintenanceRunner:
         spark: SparkSession | None,
         catalog_name: str,
         progress_interval_seconds: float = REPORT_INTERVAL_SECONDS,
+        *,
+        sessions: TableSessions | None = None,
     ) -> None:
-        """`spark` may be None for a runner that only ever does dry runs. While an action runs, Spark's
-        progress is reported at most every `progress_interval_seconds` (`spark/progress.py`)."""
-        self._spark = spark
+        """Tables run in `sessions`, or else in a fresh `newSession()` of `spark` each; with neither the
+        runner only does dry runs. While an action runs, Spark's progress is reported at most every
+        `progress_interval_seconds` (`spark/progress.py`)."""
+        if sessions is None and spark is not None:
+            sessions = TableSessions(lambda: spark)
+        self._sessions = sessions
         self._catalog = catalog_name
         self._progress_interval = progress_interval_seconds
 
@@ -81,17 +88,19 @@ class MaintenanceRunner:
         result naming the table and the action, and the table's later actions are `skipped`."""
         progress = on_progress or (lambda message: logger.info("%s", message))
         plans = plan_actions(self._catalog, key, actions, properties or {}, now or datetime.now(UTC))
-        session = None if dry_run else self._table_session(key)
-        if session is not None:
-            plans = [orphan_guard_is_on(key, session, plan) for plan in plans]
         meter = StatusMeter(status_before, key, progress, known=status_planned_on)
         results: list[ActionResult] = []
-        try:
+        if dry_run:
+            return [self._one(key, plan, results, None, meter, progress) for plan in plans]
+        if self._sessions is None:
+            raise MaintenanceError(f"table {key.text}: this runner has no Spark session (dry runs only)")
+        with self._sessions.session_for(self._catalog, _override_keys(key, properties or {})) as session:
+            self._check_exists(key, session)
+            plans = [orphan_guard_is_on(key, session, plan) for plan in plans]
             for plan in plans:
                 results.append(self._one(key, plan, results, session, meter, progress))
-        finally:
-            if session is not None:
-                _close_catalog(session, self._catalog)
+            if any(result.status == "failed" for result in results):
+                self._sessions.discard()
         return results
 
     def _one(
@@ -122,33 +131,26 @@ class MaintenanceRunner:
         progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s")
         return result.model_copy(update={"impact": measured(result.impact, before, after)})
 
-    def _table_session(self, key: TableKey) -> SparkSession:
-        """A fresh session for this table, after checking that the table exists."""
-        if self._spark is None:
-            raise MaintenanceError(f"table {key.text}: this runner has no Spark session (dry runs only)")
-        session = self._spark.newSession()
-        for statement in SESSION_SETUP:
-            session.sql(statement)
+    def _check_exists(self, key: TableKey, session: SparkSession) -> None:
+        """Refuse a table Spark cannot open, before any action."""
         try:
             # Not `session.table()`: it parses the name under the thread's active session, which still
             # substitutes `${...}`, so it could check another table than the one the CALL addresses.
             session.sql(existence_probe(self._catalog, key))
         except (PySparkException, Py4JJavaError) as error:
-            _close_catalog(session, self._catalog)
             if isinstance(error, AnalysisException) and error_class(error) == "TABLE_OR_VIEW_NOT_FOUND":
                 message = f"table {key.text} does not exist in catalog {self._catalog!r}"
                 raise TableNotFoundError(message) from None
             message = f"table {key.text}: cannot be opened on Spark: {spark_error_message(error)}"
             raise MaintenanceError(message) from None
-        return session
 
     def _execute(self, session: SparkSession, key: TableKey, plan: ActionPlan) -> ActionResult:
         started = time.monotonic()
         try:
-            rows = []
-            for statement in plan.statements:
-                rows = session.sql(statement).collect()
-            output = self._output(plan, rows)
+            *settings, call = plan.statements
+            for statement in settings:  # SETs run when sent; collecting one would be one more round trip
+                session.sql(statement)
+            output = self._output(plan, session.sql(call).collect())
         except (PySparkException, Py4JJavaError) as error:
             hint, cause = failure_hint(error), spark_error_message(error)
             return ActionResult(
@@ -197,16 +199,10 @@ class MaintenanceRunner:
         )
 
 
-def _close_catalog(session: SparkSession, catalog: str) -> None:
-    """A new session opens its own catalog client (JDBC connections, HTTP pools); close it with the
-    session, or a long-running process leaks one per table. Spark has no public call for this. A Spark
-    Connect client cannot reach the server's JVM: it closes its channel, and the server-side session
-    (with its catalog client) lives until the server drops it; pyspark 3.5 has no call to release it."""
-    if is_connect_session(session):
-        session.stop()
-        return
+def _override_keys(key: TableKey, properties: Mapping[str, str]) -> tuple[str, ...]:
+    """The settings the table's actions `SET`; none when its overrides are refused (then no action
+    runs)."""
     try:
-        client = session._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
-        client.close()
-    except Py4JError as error:  # not an Iceberg catalog, or its client has no close: nothing to release
-        logger.debug("catalog %s of a table session not closed: %s", catalog, error)
+        return tuple(name for name, _ in resolve_overrides(key.text, properties))
+    except IcepackError:
+        return ()

@@ -34,7 +34,9 @@ from icepack_dagster.spark.connect import ConnectMaintenanceSession
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session, is_connect_session
+from icepack_dagster.spark.table_sessions import TableSessions
 from tests.network import free_port
+from tests.postgres_testkit import jdbc_connections
 from tests.tables_testkit import arrow_fingerprint, table_fingerprint
 
 pytestmark = pytest.mark.spark
@@ -110,6 +112,49 @@ def test_compaction_through_a_real_connect_server(
     table = catalog.load_table(("connect", "events"))
     assert arrow_fingerprint(table)[0] == 120
     assert table.current_snapshot().summary.operation.value == "replace"
+
+
+def test_a_batch_thread_holds_one_server_session_for_its_tables(
+    connect_server: str, settings: IcepackSettings, postgres_database: str, namespace: str
+) -> None:
+    """A server session cannot be released from a Spark 3.5 client, and the server keeps its catalog
+    client: a session per table would hold a PostgreSQL connection per table until the server stops.
+    Shared (`spark/table_sessions.py`), the tables of a thread use one server session, each table's
+    override is undone after it, and the compactions keep every table's contents."""
+    remote = settings.spark.model_copy(update={"master": connect_server, "connect_timeout_seconds": 120})
+    spark = build_spark_session(settings.model_copy(update={"spark": remote}))
+    keys = [TableKey(catalog="pg", namespace=(namespace,), name=f"t{i}") for i in range(4)]
+    try:
+        for key in keys:
+            table = f"pg.{namespace}.{key.name}"
+            spark.sql(f"CREATE TABLE {table} (id BIGINT) USING iceberg")
+            for start in (0, 10, 20):
+                spark.sql(f"INSERT INTO {table} SELECT id FROM range({start}, {start + 10}, 1, 1)")
+        before = {key: table_fingerprint(spark, f"pg.{namespace}.{key.name}") for key in keys}
+        sessions = TableSessions(lambda: spark)
+        runner = MaintenanceRunner(None, "pg", sessions=sessions)
+        action = RecommendedAction(action=MaintenanceAction.REWRITE_DATA_FILES, reason="many small files",
+                                   priority=1.0, options={"min-input-files": "2"})
+        idle = jdbc_connections(postgres_database)
+        used: set[int] = set()
+        with sessions.shared():
+            with sessions.session_for("pg", ()) as session:
+                baseline = session.conf.get("spark.sql.shuffle.partitions")
+            for index, key in enumerate(keys):
+                overrides = {"icepack.spark.sql.shuffle.partitions": "3"} if index == 0 else {}
+                [result] = runner.run(key, [action], overrides, now=datetime.now(UTC))
+                assert (result.status, result.error) == ("succeeded", None)
+                with sessions.session_for("pg", ()) as session:
+                    used.add(id(session))
+                    assert session.conf.get("spark.sql.shuffle.partitions") == baseline != "3"
+        grown = jdbc_connections(postgres_database) - idle
+        assert len(used) == 1
+        assert 1 <= grown <= 2, grown  # one catalog client (Iceberg's JDBC pool holds up to 2), not 4
+        for key in keys:
+            assert table_fingerprint(spark, f"pg.{namespace}.{key.name}") == before[key]
+            assert spark.sql(f"SELECT count(*) FROM pg.{namespace}.{key.name}.files").collect()[0][0] == 1
+    finally:
+        spark.stop()
 
 
 def test_a_setting_the_server_refuses_is_named(connect_server: str) -> None:

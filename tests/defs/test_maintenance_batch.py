@@ -1,6 +1,7 @@
 """Contract (issue 16): with `maintenance_batch_size` above 1, the maintenance sensor puts tables of the
-smallest sizing tier into one `maintenance_batch` run, which maintains them one after the other in one
-Spark session. Each table keeps its own `maintained_table` event, its own lease and its own failure
+smallest sizing tier into one `maintenance_batch` run, which maintains them in one Spark application,
+`maintenance_batch_workers` at a time (one after the other, or two at once, each worker in a session
+of its own). Each table keeps its own `maintained_table` event, its own lease and its own failure
 record: a table whose maintenance fails (a data file missing under it) is recorded as failed in its
 history and observed with the error, while the tables before and after it in the same run are
 compacted with contents unchanged (main and a tag), materialized, and re-measured healthy in the run.
@@ -100,14 +101,16 @@ def _remove_one_data_file(catalogs: CatalogSet, identifier: str) -> None:
     Path(urlparse(data_file).path).unlink()
 
 
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-at-a-time", "two-at-once"])
 def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
     scoped_settings: IcepackSettings,
     instance: dg.DagsterInstance,
     catalogs: CatalogSet,
     namespace: str,
     spark,  # type: ignore[no-untyped-def]
+    workers: int,
 ) -> None:
-    defs = _batching(scoped_settings)
+    defs = _batching(scoped_settings, maintenance_batch_workers=workers)
     lake = catalogs.get("lake")
     names = ["first", "broken", "last"]
     for name in names:

@@ -82,7 +82,7 @@ def test_server_settings_with_a_connect_master_are_refused_by_name(tmp_path: Pat
 
 
 def test_a_connect_url_may_not_pin_the_server_session(tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError, match="icepack opens one server session per table"):
+    with pytest.raises(ConfigurationError, match="icepack opens server sessions of its own"):
         load_settings(spark={"master": "sc://h:15002/;session_id=6b1cbd20-0d0b-4f8c-9d44-8a4f2e1a0b1c"})
 
 

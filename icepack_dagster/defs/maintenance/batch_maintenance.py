@@ -1,4 +1,7 @@
-"""What a `maintenance_batch` run does: maintain its tables one after the other in one Spark session.
+"""What a `maintenance_batch` run does: maintain its tables in one Spark application, one after the other
+on each of `maintenance_batch_workers` threads (two tables at once keep a 2-core Spark busy while a
+table's own bookkeeping runs). Each thread keeps one Spark session for its tables, with each table's
+overrides undone after it (`spark/table_sessions.py`).
 
 Each table is handled as its own maintenance run would handle it: a `maintenance_recommendation`
 materialization says what the table gets and why (the recommendation its maintenance then runs), the
@@ -17,6 +20,7 @@ materialization, so no earlier pass stands for it).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
 
@@ -50,14 +54,22 @@ def maintain_batch(
     """Maintain `tables` in order; returns each table's outcome."""
     current = set(context.instance.get_dynamic_partitions(PARTITIONS_NAME))
     engine = icepack.maintenance_engine(spark)
-    outcomes: dict[str, Outcome] = {}
-    for partition in tables:
+    workers = min(icepack.settings.platform.maintenance_batch_workers, len(tables))
+
+    def one(partition: str) -> Outcome:
         if partition not in current:
             context.log.warning(f"{partition}: not an iceberg_tables partition (dropped since the run was "
                                 "requested), skipped")
-            outcomes[partition] = (NOT_A_PARTITION, None)
-            continue
-        outcomes[partition] = maintain_one(context, engine, partition)
+            return NOT_A_PARTITION, None
+        return maintain_one(context, engine, partition)
+
+    with engine.table_sessions.shared():
+        if workers > 1:
+            engine.spark()  # started once, before the threads that share it
+            with ThreadPoolExecutor(workers, thread_name_prefix="icepack-batch") as pool:
+                outcomes = dict(zip(tables, pool.map(one, tables), strict=True))
+        else:
+            outcomes = {partition: one(partition) for partition in tables}
     changed = [p for p, (outcome, _) in outcomes.items() if outcome in _CHANGED]
     if changed:
         sync_tables(context, icepack, changed, only_changes=False)

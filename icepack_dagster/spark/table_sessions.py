@@ -1,0 +1,159 @@
+"""The Spark session each table's maintenance runs in.
+
+A table's `icepack.spark.sql.*` overrides are `SET` in its session and must never reach another table.
+By default every table gets a fresh `newSession()`, closed after it. Inside `shared()` (a batch run, a
+multi-table CLI run) each thread keeps one session for table after table instead, and after each
+table the settings it overrode are put back to the session's own values. Both keep one table's SETs
+from the next: the only settings a table can SET are its allowlisted overrides
+(`domain/spark_overrides.py`) and the constant `SESSION_SETUP`.
+
+Why share: every new session opens its own catalog clients (a JDBC pool per catalog). A classic
+session's are closed here; a Spark Connect server's cannot be from the client, and the server keeps
+them after the session is gone (Spark 3.5 has no call to release a session): one leaked catalog
+client, file handles or PostgreSQL connections, per table. Shared, it is one per thread per run. A
+session that saw a failure is not reused: the next table gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+
+from icepack_dagster.domain.procedures import SESSION_SETUP
+from icepack_dagster.spark.session import is_connect_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+
+class _Kept:
+    """A thread's shared session: the session, the starting values (None: unset) of the settings
+    tables overrode in it, and the catalogs whose clients it opened."""
+
+    def __init__(self, session: SparkSession) -> None:
+        self.session = session
+        self.baseline: dict[str, str | None] = {}
+        self.catalogs: set[str] = set()
+
+    def remember(self, overrides: Collection[str]) -> None:
+        """Read the starting value of each key a table is about to override, the first time one does:
+        until then the session still holds it (every override is restored after its table)."""
+        for key in overrides:
+            if key not in self.baseline:
+                self.baseline[key] = self.session.conf.get(key, None)
+
+
+class TableSessions:
+    """Hands out the session for one table at a time per thread (see the module docstring)."""
+
+    def __init__(self, base: Callable[[], SparkSession]) -> None:
+        """`base` returns the process's Spark session; tables' sessions are its `newSession()`s."""
+        self._base = base
+        self._sharing = 0
+        self._local = threading.local()
+        self._kept: list[_Kept] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        """Tables maintained inside share their thread's session; every shared session is closed on
+        exit."""
+        with self._lock:
+            self._sharing += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._sharing -= 1
+                closing = self._kept if self._sharing == 0 else []
+                if closing:
+                    self._kept = []
+            for kept in closing:
+                _close(kept.session, kept.catalogs)
+
+    @contextmanager
+    def session_for(self, catalog: str, overrides: Collection[str]) -> Iterator[SparkSession]:
+        """The session for one table of `catalog` whose actions `SET` the keys `overrides`. The block
+        raising, or `discard()` called in it, keeps the session from being reused."""
+        kept = self._shared_session() if self._sharing else None
+        session = kept.session if kept is not None else self._fresh()
+        self._local.discarded = False
+        try:
+            if kept is not None:
+                kept.catalogs.add(catalog)
+                kept.remember(overrides)
+            yield session
+        except BaseException:
+            self._local.discarded = True
+            raise
+        finally:
+            if kept is None:
+                _close(session, {catalog})
+            elif self._local.discarded or not _restored(kept, overrides):
+                self._drop(kept)
+
+    def discard(self) -> None:
+        """The current table's session saw a failure: do not reuse it."""
+        self._local.discarded = True
+
+    def _fresh(self) -> SparkSession:
+        session = self._base().newSession()
+        for statement in SESSION_SETUP:
+            session.sql(statement)
+        return session
+
+    def _shared_session(self) -> _Kept:
+        kept: _Kept | None = getattr(self._local, "kept", None)
+        if kept is None:
+            kept = _Kept(self._fresh())
+            self._local.kept = kept
+            with self._lock:
+                self._kept.append(kept)
+        return kept
+
+    def _drop(self, kept: _Kept) -> None:
+        self._local.kept = None
+        with self._lock:
+            if kept in self._kept:
+                self._kept.remove(kept)
+        _close(kept.session, kept.catalogs)
+
+
+def _restored(kept: _Kept, overrides: Collection[str]) -> bool:
+    """Put `overrides` back to the session's starting values; False if Spark refused (the session is
+    then dropped rather than reused with a table's setting still in it)."""
+    try:
+        for key in overrides:
+            value = kept.baseline.get(key)
+            if value is None:
+                kept.session.conf.unset(key)
+            else:
+                kept.session.conf.set(key, value)
+    except (PySparkException, Py4JError) as error:
+        logger.warning("table session settings not restored, the session is dropped: %s", error)
+        return False
+    return True
+
+
+def _close(session: SparkSession, catalogs: Collection[str]) -> None:
+    """Release what a table session opened. A classic session's catalog clients (JDBC connections,
+    HTTP pools) are closed; Spark has no public call for this. A Spark Connect client cannot reach the
+    server's JVM: it closes its channel, and the server-side session (with its catalog clients) lives
+    until the server drops it."""
+    if is_connect_session(session):
+        session.stop()
+        return
+    for catalog in catalogs:
+        try:
+            client = session._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
+            client.close()
+        except Py4JError as error:  # not an Iceberg catalog, or its client has no close: nothing to release
+            logger.debug("catalog %s of a table session not closed: %s", catalog, error)

@@ -1,0 +1,93 @@
+"""Contract: the sessions tables are maintained in (`spark/table_sessions.py`), on a real local Spark.
+
+Outside `shared()` every table gets a fresh session. Inside it, a thread keeps one session for table
+after table and each table's overridden settings are back to the session's own values after it;
+another thread gets a session of its own; a table whose block raised, or that was discarded after a
+failure, does not hand its session on. When `shared()` ends, the sessions' catalog clients are closed:
+no JDBC connection to a PostgreSQL catalog stays open. Real tables keep their contents."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+import pytest
+from pyspark.sql import SparkSession
+
+from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.procedures import qualified_table
+from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.spark.runner import MaintenanceRunner
+from icepack_dagster.spark.table_sessions import TableSessions
+from tests.factories import make_action
+from tests.postgres_testkit import jdbc_connections
+from tests.tables_testkit import table_fingerprint
+
+pytestmark = pytest.mark.spark
+
+SHUFFLE = "spark.sql.shuffle.partitions"
+
+
+def test_a_thread_keeps_its_session_and_each_table_leaves_it_as_found(spark: SparkSession) -> None:
+    sessions = TableSessions(lambda: spark)
+    with sessions.session_for("lake", ()) as alone, sessions.session_for("lake", ()) as other:
+        assert alone is not other  # outside shared(): a fresh session each
+
+    with sessions.shared():
+        with sessions.session_for("lake", [SHUFFLE]) as first:
+            baseline = first.conf.get(SHUFFLE)
+            first.sql(f"SET {SHUFFLE}=3")
+        with sessions.session_for("lake", ()) as second:
+            assert second is first
+            assert second.conf.get(SHUFFLE) == baseline != "3"
+
+        seen: list[SparkSession] = []
+        thread = threading.Thread(target=lambda: seen.append(_session_of(sessions)))
+        thread.start()
+        thread.join()
+        assert seen and seen[0] is not first  # another thread, another session
+
+        with pytest.raises(RuntimeError), sessions.session_for("lake", ()):
+            raise RuntimeError("a table's maintenance broke")
+        with sessions.session_for("lake", ()) as after_error:
+            assert after_error is not first
+            sessions.discard()  # a failed action: not handed on either
+        with sessions.session_for("lake", ()) as after_discard:
+            assert after_discard is not after_error
+
+
+def _session_of(sessions: TableSessions) -> SparkSession:
+    with sessions.session_for("lake", ()) as session:
+        return session
+
+
+def test_shared_tables_close_their_catalog_client_at_the_end(
+    spark: SparkSession, postgres_database: str, namespace: str
+) -> None:
+    keys = [TableKey(catalog="pg", namespace=(namespace,), name=f"t{i}") for i in range(3)]
+    for key in keys:
+        qualified = qualified_table("pg", key)
+        spark.sql(f"CREATE TABLE {qualified} (id bigint) USING iceberg")
+        for start in (0, 10):
+            spark.sql(f"INSERT INTO {qualified} SELECT id FROM range({start}, {start + 10}, 1, 1)")
+    before = {key: table_fingerprint(spark, qualified_table("pg", key)) for key in keys}
+    sessions = TableSessions(lambda: spark)
+    runner = MaintenanceRunner(None, "pg", sessions=sessions)
+    idle = jdbc_connections(postgres_database)
+    rewrite = make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"})
+
+    with sessions.shared():
+        for index, key in enumerate(keys):
+            overrides = {"icepack.spark.sql.shuffle.partitions": "3"} if index == 0 else {}
+            [result] = runner.run(key, [rewrite], overrides, now=datetime.now(UTC))
+            assert (result.status, result.error) == ("succeeded", None)
+            assert ("SET spark.sql.shuffle.partitions=3" in result.statements) == (index == 0)
+        during = jdbc_connections(postgres_database)
+
+    assert during > idle  # the shared session's catalog client was connected...
+    assert jdbc_connections(postgres_database) == idle  # ...and is closed with it
+    for key in keys:
+        qualified = qualified_table("pg", key)
+        assert table_fingerprint(spark, qualified) == before[key]
+        files = spark.sql(f"SELECT count(*) FROM {qualified}.files").collect()[0][0]
+        assert files == 1
