@@ -193,20 +193,28 @@ def _wait_for_maintenance(
     return found
 
 
-def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tables: list[str]) -> float:
-    """Wall seconds of one plain session running the statements `reference` ran on `tables`, on the
-    floor's copies (table names swapped), back to back."""
-    spark = bench.spark
-    statements = []
-    for ref, copy in zip(tables, floor_tables, strict=True):
-        ref_name, copy_name = ref.rsplit(".", 1)[1], copy.rsplit(".", 1)[1]
-        for result in reference.reports[ref].results:
-            statements += [s.replace(ref_name, copy_name) for s in result.statements]
-    started = time.perf_counter()
+def floor_statements(reference: PathResult, table: str, copy: str) -> list[str]:
+    """The statements `reference` ran on `table`, addressed to the floor's `copy` (name swapped)."""
+    name, copy_name = table.rsplit(".", 1)[1], copy.rsplit(".", 1)[1]
+    results = reference.reports[table].results
+    return [statement.replace(name, copy_name) for result in results for statement in result.statements]
+
+
+def run_statements(spark: Any, statements: list[str]) -> None:
+    """As the runner runs them: a SET runs when sent, a CALL's rows are read."""
     for statement in statements:
-        result = spark.sql(statement)  # a SET runs when sent; a CALL's rows are read, as the runner does
+        result = spark.sql(statement)
         if statement.startswith("CALL"):
             result.collect()
+
+
+def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tables: list[str]) -> float:
+    """Wall seconds of one plain session running the statements `reference` ran on `tables`, on the
+    floor's copies, back to back."""
+    statements = [s for ref, copy in zip(tables, floor_tables, strict=True)
+                  for s in floor_statements(reference, ref, copy)]
+    started = time.perf_counter()
+    run_statements(bench.spark, statements)
     return time.perf_counter() - started
 
 
@@ -215,20 +223,16 @@ def run_floor_in_parallel(bench: Bench, reference: PathResult, tables: list[str]
     """Wall seconds of `sessions` plain sessions of the floor's process running those statements at
     once, a table at a time each (context for a path that maintains tables at once)."""
     local = threading.local()
+    work = [floor_statements(reference, ref, copy) for ref, copy in zip(tables, floor_tables, strict=True)]
 
-    def one(pair: tuple[str, str]) -> None:
+    def one(statements: list[str]) -> None:
         if not hasattr(local, "session"):
             local.session = bench.spark.newSession()
-        ref_name, copy_name = pair[0].rsplit(".", 1)[1], pair[1].rsplit(".", 1)[1]
-        for result in reference.reports[pair[0]].results:
-            for statement in result.statements:
-                rows = local.session.sql(statement.replace(ref_name, copy_name))
-                if statement.startswith("CALL"):
-                    rows.collect()
+        run_statements(local.session, statements)
 
     started = time.perf_counter()
     with ThreadPoolExecutor(sessions) as pool:
-        list(pool.map(one, zip(tables, floor_tables, strict=True)))
+        list(pool.map(one, work))
     return time.perf_counter() - started
 
 

@@ -47,8 +47,8 @@ class PlatformSettings(BaseModel):
     )
     maintenance_batch_size: int = Field(
         default=1, ge=1, le=200,
-        description="Tables of the smallest sizing tier maintained one after the other in one run and one "
-        "Spark session (maintenance_batch job); 1: a run per table. Larger tables always get their own run",
+        description="Tables of the smallest sizing tier maintained in one run and one Spark application "
+        "(maintenance_batch job); 1: a run per table. Larger tables always get their own run",
     )
     maintenance_batch_workers: int = Field(
         default=2, ge=1, le=8,

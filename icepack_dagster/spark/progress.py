@@ -232,6 +232,5 @@ def _connect_application(session: SparkSession) -> str:
         application = session.conf.get("spark.app.id") or "unknown"
     except PySparkException:
         return "unknown"
-    with suppress(AttributeError):  # a plain Connect session, not icepack's: ask again next time
-        session.application_id = application  # type: ignore[attr-defined]
+    session.application_id = application  # type: ignore[attr-defined]
     return application

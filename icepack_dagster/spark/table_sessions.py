@@ -112,7 +112,9 @@ class TableSessions:
 
     def _shared_session(self) -> _Kept:
         kept: _Kept | None = getattr(self._local, "kept", None)
-        if kept is None:
+        with self._lock:
+            closed = kept is not None and kept not in self._kept  # an earlier shared() closed it
+        if kept is None or closed:
             kept = _Kept(self._fresh())
             self._local.kept = kept
             with self._lock:

@@ -55,6 +55,10 @@ def test_a_thread_keeps_its_session_and_each_table_leaves_it_as_found(spark: Spa
         with sessions.session_for("lake", ()) as after_discard:
             assert after_discard is not after_error
 
+    with sessions.shared(), sessions.session_for("lake", ()) as next_run:
+        assert next_run is not after_discard  # closed when the last shared() ended: never handed out again
+        assert next_run.sql("SELECT 1").collect()[0][0] == 1
+
 
 def _session_of(sessions: TableSessions) -> SparkSession:
     with sessions.session_for("lake", ()) as session:
