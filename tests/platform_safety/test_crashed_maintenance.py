@@ -12,9 +12,10 @@ is quarantined. A run that failed in its own code (an invalid policy) records no
 contents (row count and checksum) are unchanged.
 
 A `maintenance_batch` run killed midway through its tables (its one process: the batch runs in
-process) gets one failure record for each table it had not finished, the one it was maintaining and
-the ones after it; the tables it finished keep their own outcome, a compaction's and a
-nothing-to-do's alike; on the next tick the sensor skips the run. Every table's contents are unchanged.
+process, two tables at once by default) gets one failure record for each table it had not finished:
+the ones being maintained and the ones after them; the tables it finished keep their own outcome, a
+compaction's and a nothing-to-do's alike; on the next tick the sensor skips the run. Every table's
+contents are unchanged.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from icepack_dagster.defs.asset_keys import MAINTENANCE_RECOMMENDATION
+from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB, BATCH_TABLES_TAG, batch_run_config
 from icepack_dagster.defs.maintenance.failure_sensor import WORKER_DIED
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
@@ -133,27 +134,29 @@ def _crashed_run(
     return run.run_id
 
 
-def _recommended_in_new_batch(instance: dg.DagsterInstance, partition: str, known: set[str]) -> str | None:
-    """The id of a `maintenance_batch` run not in `known` that has logged `partition`'s recommendation
-    (its maintenance starts next)."""
+def _maintained_in_new_batch(instance: dg.DagsterInstance, known: set[str]) -> tuple[str, set[str]] | None:
+    """The id of the `maintenance_batch` run not in `known`, and the tables it has logged a
+    `maintained_table` event for (those it finished); None before that run exists."""
     for record in instance.get_run_records(filters=dg.RunsFilter(job_name=BATCH_JOB)):
         run_id = record.dagster_run.run_id
         if run_id in known:
             continue
-        logged = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
-        events = [r.event_log_entry.dagster_event for r in logged.records]
-        if any(e is not None and e.asset_key == MAINTENANCE_RECOMMENDATION and e.partition == partition
-               for e in events):
-            return run_id
+        finished = set()
+        for kind in (dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION):
+            for logged in instance.get_records_for_run(run_id, of_type=kind).records:
+                event = logged.event_log_entry.dagster_event
+                if event is not None and event.asset_key == MAINTAINED_TABLE:
+                    finished.add(event.partition)
+        return run_id, finished
     return None
 
 
 def _crashed_batch(
-    instance: dg.DagsterInstance, home: Path, location: Path, tables: list[str], kill_at: str, log: Path
-) -> str:
-    """Start a real `maintenance_batch` run over `tables` and SIGKILL its process once `kill_at`'s
-    recommendation is logged (the tables before it finished, `kill_at` being maintained); then mark it
-    failed, as run monitoring does. Its id."""
+    instance: dg.DagsterInstance, home: Path, location: Path, tables: list[str], kill_after: str, log: Path
+) -> tuple[str, set[str]]:
+    """Start a real `maintenance_batch` run over `tables` and SIGKILL its process as soon as it has
+    finished `kill_after` (the tables after it are being maintained, or waiting); then mark it failed, as
+    run monitoring does. Its id, and the tables it had finished when killed."""
     batches = dg.RunsFilter(job_name=BATCH_JOB)
     known = {r.dagster_run.run_id for r in instance.get_run_records(filters=batches)}
     config = log.with_suffix(".yaml")
@@ -162,14 +165,17 @@ def _crashed_batch(
     worker = _start(["job", "execute", "-j", BATCH_JOB, "-c", str(config), "--tags", json.dumps(tags)],
                     home, location, log)
     try:
-        run_id = wait_until(
-            lambda: _recommended_in_new_batch(instance, kill_at, known),
-            f"the batch to reach {kill_at}",
+        wait_until(
+            lambda: kill_after in (_maintained_in_new_batch(instance, known) or ("", set()))[1],
+            f"the batch to finish {kill_after}",
             timeout=300,
             every=0.1,
         )
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(timeout=120)
+        killed = _maintained_in_new_batch(instance, known)
+        assert killed is not None
+        run_id, finished = killed
     finally:
         try:
             os.killpg(worker.pid, signal.SIGKILL)
@@ -178,7 +184,7 @@ def _crashed_batch(
     run = instance.get_run_by_id(run_id)
     assert run is not None and run.status == dg.DagsterRunStatus.STARTED, log.read_text()[-3000:]
     instance.report_run_failed(run, "run worker died: its process is gone (SIGKILL in the test)")
-    return run_id
+    return run_id, finished
 
 
 def _evaluate(defs: dg.Definitions, instance: dg.DagsterInstance, run_id: str) -> dg.SkipReason | None:
@@ -276,22 +282,29 @@ def test_a_crashed_batch_run_records_a_failure_for_each_table_it_had_not_finishe
     write_code_location(tmp_path, "crash_location", LOCATION, code_location_settings(scoped_settings))
     idle, compacted, midway, waiting = partitions
 
-    run_id = _crashed_batch(pg_instance, home, tmp_path / "crash_location.py", partitions, midway,
-                            tmp_path / "batch.log")
+    # Two workers (the default): `idle` and `compacted` start together, `midway` as soon as `idle` is
+    # done, `waiting` once `compacted` or `midway` is; killed as `compacted` finishes, `waiting` (a
+    # compaction started about then) cannot have finished, and `midway` may or may not have.
+    run_id, finished = _crashed_batch(pg_instance, home, tmp_path / "crash_location.py", partitions,
+                                      compacted, tmp_path / "batch.log")
+    assert {idle, compacted} <= finished and waiting not in finished, finished
     assert _evaluate(defs, pg_instance, run_id) is None
 
     engine = Engine(scoped_settings)
     histories = {p: engine.history(parse_table_key(p)) for p in partitions}
     assert histories[idle].last_run_at is None, "nothing to do: nothing recorded, no crash either"
-    assert histories[compacted].last_run_at is not None and histories[compacted].consecutive_failures == 0
-    assert histories[compacted].last_error is None
-    for unfinished in (midway, waiting):
-        history = histories[unfinished]
-        assert history.consecutive_failures == 1, unfinished
+    unfinished = [p for p in (midway, waiting) if p not in finished]
+    for done in (compacted, *(p for p in (midway,) if p in finished)):
+        assert histories[done].last_run_at is not None and histories[done].consecutive_failures == 0, done
+        assert histories[done].last_error is None, done
+    for partition in unfinished:
+        history = histories[partition]
+        assert history.consecutive_failures == 1, partition
         assert history.last_error is not None and history.last_error.startswith(WORKER_DIED)
     again = _evaluate(defs, pg_instance, run_id)  # the next tick sees the same run
     assert isinstance(again, dg.SkipReason) and "recorded since" in (again.skip_message or "")
-    assert [engine.history(parse_table_key(p)).consecutive_failures for p in partitions] == [0, 0, 1, 1]
+    expected = [1 if p in unfinished else 0 for p in partitions]
+    assert [engine.history(parse_table_key(p)).consecutive_failures for p in partitions] == expected
 
     for name in tables:
         assert arrow_fingerprint(lake.load_table((namespace, name))) == before[name], name
