@@ -61,6 +61,9 @@ class TableSessions:
         self._local = threading.local()
         self._kept: list[_Kept] = []
         self._lock = threading.Lock()
+        # Threads asking for their first session at once must not start two Spark applications: the
+        # base session is looked up (and started, the first time) by one thread at a time.
+        self._base_lock = threading.Lock()
 
     @contextmanager
     def shared(self) -> Iterator[None]:
@@ -105,7 +108,9 @@ class TableSessions:
         self._local.discarded = True
 
     def _fresh(self) -> SparkSession:
-        session = self._base().newSession()
+        with self._base_lock:
+            base = self._base()
+        session = base.newSession()
         for statement in SESSION_SETUP:
             session.sql(statement)
         return session

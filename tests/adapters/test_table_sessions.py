@@ -4,11 +4,17 @@ Outside `shared()` every table gets a fresh session. Inside it, a thread keeps o
 after table and each table's overridden settings are back to the session's own values after it;
 another thread gets a session of its own; a table whose block raised, or that was discarded after a
 failure, does not hand its session on. When `shared()` ends, the sessions' catalog clients are closed:
-no JDBC connection to a PostgreSQL catalog stays open. Real tables keep their contents."""
+no JDBC connection to a PostgreSQL catalog stays open. Real tables keep their contents.
+
+Threads asking for their first session at once look the process's Spark session up one at a time
+(the first starts it: never two applications), and Spark is started only for a table that needs it:
+tables with nothing to do, maintained by two threads inside `shared()` as a batch run does, never ask."""
 
 from __future__ import annotations
 
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
@@ -17,11 +23,15 @@ from pyspark.sql import SparkSession
 from icepack_dagster.domain.actions import MaintenanceAction
 from icepack_dagster.domain.procedures import qualified_table
 from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.engine import Engine
+from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.table_sessions import TableSessions
+from tests.defs.dagster_testkit import NO_ACTIONS, small_file_table
 from tests.factories import make_action
 from tests.postgres_testkit import jdbc_connections
-from tests.tables_testkit import table_fingerprint
+from tests.tables_testkit import arrow_fingerprint, table_fingerprint
 
 pytestmark = pytest.mark.spark
 
@@ -63,6 +73,54 @@ def test_a_thread_keeps_its_session_and_each_table_leaves_it_as_found(spark: Spa
 def _session_of(sessions: TableSessions) -> SparkSession:
     with sessions.session_for("lake", ()) as session:
         return session
+
+
+def test_threads_starting_at_once_look_up_the_base_session_one_at_a_time(spark: SparkSession) -> None:
+    lock = threading.Lock()
+    calls, inside, most = 0, 0, 0
+
+    def slow_base() -> SparkSession:  # as long as starting a Spark application, for the threads to meet
+        nonlocal calls, inside, most
+        with lock:
+            calls, inside = calls + 1, inside + 1
+            most = max(most, inside)
+        time.sleep(0.3)
+        with lock:
+            inside -= 1
+        return spark
+
+    sessions = TableSessions(slow_base)
+    both = threading.Barrier(2)
+
+    def first_session(_: int) -> SparkSession:
+        both.wait()
+        return _session_of(sessions)
+
+    with sessions.shared(), ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(first_session, range(2))
+    assert calls == 2 and most == 1, "one thread at a time"
+    assert first is not second
+
+
+def test_tables_with_nothing_to_do_never_start_spark(
+    settings: IcepackSettings, catalogs: CatalogSet, namespace: str
+) -> None:
+    lake = catalogs.get("lake")
+    names = [f"{namespace}.idle_{n}" for n in range(2)]
+    tables = [small_file_table(lake, name, appends=10, properties=NO_ACTIONS) for name in names]
+    before = [arrow_fingerprint(table) for table in tables]
+    asked: list[str] = []
+
+    def no_spark() -> SparkSession:
+        asked.append(threading.current_thread().name)
+        raise AssertionError("Spark asked for by a table with nothing to do")
+
+    engine = Engine(settings, spark_provider=no_spark)
+    keys = [TableKey(catalog="lake", namespace=(namespace,), name=name.rsplit(".", 1)[1]) for name in names]
+    with engine.table_sessions.shared(), ThreadPoolExecutor(2) as pool:
+        outcomes = [report.outcome for report in pool.map(engine.maintain, keys)]
+    assert outcomes == ["nothing_to_do", "nothing_to_do"] and asked == []
+    assert [arrow_fingerprint(lake.load_table(name)) for name in names] == before
 
 
 def test_shared_tables_close_their_catalog_client_at_the_end(

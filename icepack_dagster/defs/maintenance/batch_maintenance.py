@@ -64,8 +64,7 @@ def maintain_batch(
         return maintain_one(context, engine, partition)
 
     with engine.table_sessions.shared():
-        if workers > 1:
-            engine.spark()  # started once, before the threads that share it
+        if workers > 1:  # Spark starts with the first table that needs it (never if none does)
             with ThreadPoolExecutor(workers, thread_name_prefix="icepack-batch") as pool:
                 outcomes = dict(zip(tables, pool.map(one, tables), strict=True))
         else:
