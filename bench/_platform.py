@@ -5,9 +5,9 @@ coordinator and its limits, Dagster's default run launcher: one `dagster api exe
 run, started by the daemon's code server), a workspace loading `icepack_dagster.definitions`, the
 settings the code location reads (a YAML file named by ICEPACK_CONFIG), and a real `dagster-daemon`.
 Runs are submitted to the queue with `dagster job launch`, as an operator would, or by the
-daemon's own sensors; the daemon dequeues and launches them. Times are read back from the instance:
-a run's *launch* is its `RUN_STARTING` event (the daemon handing it to the launcher), its *start*
-the worker's `RUN_START` (code location loaded), its *end* the run record's end time.
+daemon's own sensors and schedules; the daemon dequeues and launches them. Times are read back from
+the instance: a run's *launch* is its `RUN_STARTING` event (the daemon handing it to the launcher),
+its *start* the worker's `RUN_START` (code location loaded), its *end* the run record's end time.
 
 Its processes load Python modules from bytecode, as the image's processes do (its `pip install`
 compiles every module): an editable install has no bytecode beside icepack's sources, and with
@@ -163,6 +163,16 @@ class Platform:
         if len(new) != 1:
             raise RuntimeError(f"expected one new run after dagster job launch, found {len(new)}")
         return new[0]
+
+    def schedule(self, action: str, name: str, location: str | None = None) -> None:
+        """`dagster schedule start|stop <name>`: the daemon ticks a running schedule on its cron."""
+        args = [DAGSTER, "schedule", action, name, "-w", str(self.workspace)]
+        if location:
+            args += ["-l", location]
+        done = subprocess.run(args, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            output = done.stdout[-2000:] + done.stderr[-2000:]
+            raise RuntimeError(f"dagster schedule {action} {name} failed:\n{output}")
 
     def wait(self, run_ids: list[str], timeout: float) -> list[RunTimes]:
         """Poll until every run finished (or fail naming the ones that did not)."""

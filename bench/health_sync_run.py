@@ -17,7 +17,17 @@ in-process run splits into Dagster's share and icepack's (importing its definiti
 libraries). One unmeasured run of each job comes first: the deployment's first runs also compile the
 modules its code servers did not import.
 
-    .venv/bin/python bench/health_sync_run.py [--quick] [--tables N] [--rounds N]
+With `--full-sync` it measures instead a whole sync of every table (100,000 with `--tables 100000`)
+as the deployment runs it: the real `health_sync_schedule`, ticking every minute in the real daemon,
+requests one run per 1,000 tables; the queue starts them within the repository's dagster.yaml limits
+(observation runs two at once); each is a real run process. Once for the first sync (every table new,
+every table written), then for a steady sync (no table changed since), and between them the same steady
+sync's runs executed one after the other in this process, side by side. Printed: the tables each sync
+wrote (a steady sync writes the tables due their periodic rewrite: after a first sync of an hour,
+many of them), wall time from the tick's first run queued to its last run's end, the runs' own times,
+tables per second.
+
+    .venv/bin/python bench/health_sync_run.py [--quick] [--tables N] [--rounds N] [--full-sync]
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import _tables  # noqa: E402
@@ -37,7 +49,8 @@ from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  
 from bench._platform import Platform, RunTimes  # noqa: E402
 from bench.trivial_location import defs as trivial_defs  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
-from icepack_dagster.defs.health_sync.job import health_sync_run_config  # noqa: E402
+from icepack_dagster.defs.asset_keys import TABLE_HEALTH  # noqa: E402
+from icepack_dagster.defs.health_sync.job import health_sync_requests, health_sync_run_config  # noqa: E402
 from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
 from icepack_dagster.settings import load_settings  # noqa: E402
 
@@ -98,10 +111,15 @@ def main() -> None:
         lambda p: (
             p.add_argument("--tables", type=int, help="tables in the run (default 1,000; 200 with --quick)"),
             p.add_argument("--rounds", type=int, default=3, help="in-process/real-run pairs (default 3)"),
+            p.add_argument("--full-sync", action="store_true",
+                           help="a whole sync of every table through the real schedule and queue instead"),
         ),
     )
     bench = Bench(args.workdir)
     count = args.tables or (200 if args.quick else 1_000)
+    if args.full_sync:
+        full_sync(bench, count)
+        return
     print(f"Health-sync run benchmark ({count:,} tables); {machine()}")
     wall, _, keys = timed(lambda: _tables.fleet(bench, count, prefix=f"ctl{count}", appends=8))
     print(f"fleet of {count:,} registered tables ready in {wall:.1f} s (made once per work directory)")
@@ -191,6 +209,116 @@ def print_results(count: int, first_wall: float, rounds: list[Round]) -> None:
          "icepack's share CPU s"],
         shares,
     )
+
+
+SCHEDULE = "health_sync_schedule"
+SYNC_BATCH = 1_000  # tables per health-sync run: the setting's default
+
+
+def full_sync(bench: Bench, count: int) -> None:
+    """A first and a steady sync of `count` tables as real runs through the real schedule and queue,
+    with the steady sync also run serially in this process."""
+    print(f"Whole health sync of {count:,} tables as real runs; {machine()}")
+    wall, _, keys = timed(lambda: _tables.fleet(bench, count, prefix=f"ctl{count}", appends=8))
+    print(f"fleet of {count:,} registered tables ready in {wall:.1f} s (made once per work directory)")
+    config: dict[str, Any] = {
+        "home": str(bench.workdir / "home"),
+        "catalogs": {"lake": {"kind": "embedded"}},
+        "spark": {"master": "local[2]", "driver_memory": "2g"},
+        "include": [f"lake.{NAMESPACE}.ctl{count}_[0-9]*"],
+        "platform": {"sensors_running_by_default": False, "health_sync_batch_size": SYNC_BATCH,
+                     "health_sync_cron": "* * * * *"},
+    }
+    settings = load_settings(**config)
+    job = build_definitions(settings).resolve_job_def("health_sync")
+    partitions = sorted(key.text for key in keys)
+    platform = Platform(bench.workdir / f"platform-sync{count}", config, queue_interval_seconds=1)
+    rows: list[list[Any]] = []
+    try:
+        platform.instance.add_dynamic_partitions(PARTITIONS_NAME, partitions)
+        platform.start()
+        first = scheduled_sync(platform, len(range(0, count, SYNC_BATCH)))
+        rows.append(sync_row(platform, "first sync (every table new), real runs", count, first))
+        requests = health_sync_requests(partitions, SYNC_BATCH, "bench", settings.platform.health_sync_writes)
+        serial, _, results = timed(lambda: [
+            job.execute_in_process(instance=platform.instance, run_config=dict(request.run_config) | QUIET)
+            for request in requests
+        ])
+        assert all(result.success for result in results)
+        written = tables_written(platform, [result.run_id for result in results])
+        rows.append([f"steady sync, its {len(requests)} runs one after the other in this process", count,
+                     written, len(requests), serial, "-", serial / len(requests), "-", "-", count / serial])
+        steady = scheduled_sync(platform, len(requests))
+        rows.append(sync_row(platform, "steady sync (no table changed), real runs", count, steady))
+    finally:
+        platform.stop()
+    table(
+        f"A whole health sync of {count:,} tables: the real schedule's tick, the queue (observation runs "
+        "two at once, the repository's dagster.yaml), Dagster's default run launcher, SQLite storage",
+        ["sync", "tables", "written", "runs", "wall s (first queued to last end)", "at most at once",
+         "per run s (launch to end)", "of which process start s", "slowest run s", "tables/s"],
+        rows,
+    )
+    steady_wall = steady[-1].ended - min(t.created for t in steady)
+    print(f"\nsteady sync as real runs vs its runs one after the other in one process: "
+          f"{ratio(steady_wall, serial)} of the wall time")
+
+
+def scheduled_sync(platform: Platform, runs: int) -> list[RunTimes]:
+    """Start the schedule, wait for the tick that requests `runs` health-sync runs, stop the schedule
+    (no second tick joins), and wait for those runs: their times, ordered by end."""
+    health_sync = dg.RunsFilter(job_name="health_sync")
+    known = {r.dagster_run.run_id for r in platform.instance.get_run_records(filters=health_sync)}
+
+    def new_runs() -> list[str]:
+        records = platform.instance.get_run_records(filters=health_sync)
+        return [r.dagster_run.run_id for r in records if r.dagster_run.run_id not in known]
+
+    platform.schedule("start", SCHEDULE, location=ICEPACK_LOCATION)
+    deadline = time.monotonic() + 180
+    while len(requested := new_runs()) < runs:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(requested)} of {runs} runs requested after 180 s; see {platform.log}")
+        time.sleep(0.5)
+    platform.schedule("stop", SCHEDULE, location=ICEPACK_LOCATION)
+    requested = new_runs()
+    assert len(requested) == runs, f"{len(requested)} runs requested, expected {runs} (a second tick?)"
+    times = platform.wait(requested, timeout=7_200)
+    failed = [t.run_id for t in times if t.status != dg.DagsterRunStatus.SUCCESS]
+    assert not failed, f"runs that did not succeed: {failed}; see {platform.log}"
+    return sorted(times, key=lambda t: t.ended)
+
+
+def at_most_at_once(times: list[RunTimes]) -> int:
+    """The most runs that were between launch and end at the same moment."""
+    edges = sorted([(t.launched, 1) for t in times] + [(t.ended, -1) for t in times])
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def tables_written(platform: Platform, run_ids: list[str]) -> int:
+    """Tables whose `table_health` the runs wrote: all of them in a first sync; in a steady one those
+    that changed or were due their periodic rewrite (hourly for a table needing attention, each at its
+    own moment: `domain/health_sync_writes.py`), so a sync after a long first one writes more."""
+    kind = dg.DagsterEventType.ASSET_MATERIALIZATION
+    return sum(
+        1
+        for run_id in run_ids
+        for record in platform.instance.get_records_for_run(run_id, of_type=kind, limit=1_000_000).records
+        if (event := record.event_log_entry.dagster_event) is not None and event.asset_key == TABLE_HEALTH
+    )
+
+
+def sync_row(platform: Platform, name: str, count: int, times: list[RunTimes]) -> list[Any]:
+    wall = times[-1].ended - min(t.created for t in times)
+    written = tables_written(platform, [t.run_id for t in times])
+    return [name, count, written, len(times), wall, at_most_at_once(times),
+            sum(t.launch_to_end for t in times) / len(times),
+            sum(t.process_start for t in times) / len(times),
+            max(t.launch_to_end for t in times), count / wall]
 
 
 if __name__ == "__main__":
