@@ -50,7 +50,11 @@ from bench._platform import Platform, RunTimes  # noqa: E402
 from bench.trivial_location import defs as trivial_defs  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH  # noqa: E402
-from icepack_dagster.defs.health_sync.job import health_sync_requests, health_sync_run_config  # noqa: E402
+from icepack_dagster.defs.health_sync.job import (  # noqa: E402
+    health_sync_job,
+    health_sync_requests,
+    health_sync_run_config,
+)
 from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
 from icepack_dagster.settings import load_settings  # noqa: E402
 
@@ -121,17 +125,8 @@ def main() -> None:
         full_sync(bench, count)
         return
     print(f"Health-sync run benchmark ({count:,} tables); {machine()}")
-    wall, _, keys = timed(lambda: _tables.fleet(bench, count, prefix=f"ctl{count}", appends=8))
-    print(f"fleet of {count:,} registered tables ready in {wall:.1f} s (made once per work directory)")
-    config: dict[str, Any] = {
-        "home": str(bench.workdir / "home"),
-        "catalogs": {"lake": {"kind": "embedded"}},
-        "spark": {"master": "local[2]", "driver_memory": "2g"},
-        "status_workers": 1,
-        "include": [f"lake.{NAMESPACE}.ctl{count}_[0-9]*"],
-        "platform": {"sensors_running_by_default": False, "health_sync_batch_size": count},
-    }
-    job = build_definitions(load_settings(**config)).resolve_job_def("health_sync")
+    keys, config = fleet_and_settings(bench, count, {"health_sync_batch_size": count}, status_workers=1)
+    job = build_definitions(load_settings(**config)).resolve_job_def(health_sync_job.name)
     partitions = [key.text for key in keys]
     platform = Platform(
         bench.workdir / "platform-health-sync", config, queue_interval_seconds=1,
@@ -212,13 +207,13 @@ def print_results(count: int, first_wall: float, rounds: list[Round]) -> None:
 
 
 SCHEDULE = "health_sync_schedule"
-SYNC_BATCH = 1_000  # tables per health-sync run: the setting's default
 
 
-def full_sync(bench: Bench, count: int) -> None:
-    """A first and a steady sync of `count` tables as real runs through the real schedule and queue,
-    with the steady sync also run serially in this process."""
-    print(f"Whole health sync of {count:,} tables as real runs; {machine()}")
+def fleet_and_settings(
+    bench: Bench, count: int, platform: dict[str, Any], **more: Any
+) -> tuple[list[Any], dict[str, Any]]:
+    """bench/control_plane.py's fleet of `count` critical tables (made once per work directory) and the
+    settings of a deployment that syncs it, its sensors stopped, with `platform` knobs on top."""
     wall, _, keys = timed(lambda: _tables.fleet(bench, count, prefix=f"ctl{count}", appends=8))
     print(f"fleet of {count:,} registered tables ready in {wall:.1f} s (made once per work directory)")
     config: dict[str, Any] = {
@@ -226,20 +221,30 @@ def full_sync(bench: Bench, count: int) -> None:
         "catalogs": {"lake": {"kind": "embedded"}},
         "spark": {"master": "local[2]", "driver_memory": "2g"},
         "include": [f"lake.{NAMESPACE}.ctl{count}_[0-9]*"],
-        "platform": {"sensors_running_by_default": False, "health_sync_batch_size": SYNC_BATCH,
-                     "health_sync_cron": "* * * * *"},
+        "platform": {"sensors_running_by_default": False} | platform,
+        **more,
     }
+    return keys, config
+
+
+def full_sync(bench: Bench, count: int) -> None:
+    """A first and a steady sync of `count` tables as real runs through the real schedule and queue,
+    with the steady sync also run serially in this process."""
+    print(f"Whole health sync of {count:,} tables as real runs; {machine()}")
+    keys, config = fleet_and_settings(bench, count, {"health_sync_cron": "* * * * *"})
     settings = load_settings(**config)
-    job = build_definitions(settings).resolve_job_def("health_sync")
-    partitions = sorted(key.text for key in keys)
+    job = build_definitions(settings).resolve_job_def(health_sync_job.name)
+    batch = settings.platform.health_sync_batch_size
     platform = Platform(bench.workdir / f"platform-sync{count}", config, queue_interval_seconds=1)
     rows: list[list[Any]] = []
     try:
-        platform.instance.add_dynamic_partitions(PARTITIONS_NAME, partitions)
+        platform.instance.add_dynamic_partitions(PARTITIONS_NAME, [key.text for key in keys])
         platform.start()
-        first = scheduled_sync(platform, len(range(0, count, SYNC_BATCH)))
+        first = scheduled_sync(platform, len(range(0, count, batch)))
         rows.append(sync_row(platform, "first sync (every table new), real runs", count, first))
-        requests = health_sync_requests(partitions, SYNC_BATCH, "bench", settings.platform.health_sync_writes)
+        # the schedule's own batches: the partitions in the instance's order, as its tick reads them
+        partitions = platform.instance.get_dynamic_partitions(PARTITIONS_NAME)
+        requests = health_sync_requests(partitions, batch, "bench", settings.platform.health_sync_writes)
         serial, _, results = timed(lambda: [
             job.execute_in_process(instance=platform.instance, run_config=dict(request.run_config) | QUIET)
             for request in requests
@@ -259,15 +264,14 @@ def full_sync(bench: Bench, count: int) -> None:
          "per run s (launch to end)", "of which process start s", "slowest run s", "tables/s"],
         rows,
     )
-    steady_wall = steady[-1].ended - min(t.created for t in steady)
     print(f"\nsteady sync as real runs vs its runs one after the other in one process: "
-          f"{ratio(steady_wall, serial)} of the wall time")
+          f"{ratio(sync_wall(steady), serial)} of the wall time")
 
 
 def scheduled_sync(platform: Platform, runs: int) -> list[RunTimes]:
     """Start the schedule, wait for the tick that requests `runs` health-sync runs, stop the schedule
     (no second tick joins), and wait for those runs: their times, ordered by end."""
-    health_sync = dg.RunsFilter(job_name="health_sync")
+    health_sync = dg.RunsFilter(job_name=health_sync_job.name)
     known = {r.dagster_run.run_id for r in platform.instance.get_run_records(filters=health_sync)}
 
     def new_runs() -> list[str]:
@@ -312,8 +316,13 @@ def tables_written(platform: Platform, run_ids: list[str]) -> int:
     )
 
 
+def sync_wall(times: list[RunTimes]) -> float:
+    """From the first run queued to the last run's end (`times` ordered by end)."""
+    return times[-1].ended - min(t.created for t in times)
+
+
 def sync_row(platform: Platform, name: str, count: int, times: list[RunTimes]) -> list[Any]:
-    wall = times[-1].ended - min(t.created for t in times)
+    wall = sync_wall(times)
     written = tables_written(platform, [t.run_id for t in times])
     return [name, count, written, len(times), wall, at_most_at_once(times),
             sum(t.launch_to_end for t in times) / len(times),
