@@ -65,9 +65,10 @@ from icepack_dagster.defs.health_sync.job import health_sync_run_config  # noqa:
 from icepack_dagster.defs.materialization_codec import decode_report  # noqa: E402
 from icepack_dagster.defs.partitions import (
     PARTITIONS_NAME,  # noqa: E402
-    )
+)
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE  # noqa: E402
 from icepack_dagster.domain.maintenance_report import MaintenanceReport  # noqa: E402
+from icepack_dagster.domain.procedures import SESSION_SETUP  # noqa: E402
 from icepack_dagster.settings import load_settings  # noqa: E402
 from icepack_dagster.spark.connect_server import ConnectServerSize  # noqa: E402
 from tests.network import free_port  # noqa: E402
@@ -90,6 +91,7 @@ class PathResult:
     large: list[str]
     reports: dict[str, MaintenanceReport]
     event_times: dict[str, float]
+    event_runs: dict[str, str]  # the run that wrote each table's event
     runs: list[RunTimes]
     first_launch: float
     workers: int  # tables a batch run maintains at once: its run seconds count this many times
@@ -167,8 +169,23 @@ def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list
         report = decode_report(metadata_of(record))
         assert report is not None, partition
         reports[partition] = report
-    return PathResult(name, small, large, reports, {p: r.timestamp for p, r in events.items()}, times,
-                      min(t.launched for t in times), workers if batch_size > 1 else 1)
+    return PathResult(name, small, large, reports, {p: r.timestamp for p, r in events.items()},
+                      {p: r.run_id for p, r in events.items()}, times, min(t.launched for t in times),
+                      workers if batch_size > 1 else 1)
+
+
+def print_timeline(path: PathResult) -> None:
+    """Each run of a path, in launch order, in seconds from the path's first launch: where its wall
+    time went (queue and sensor waits between runs, process start, tables, the end of the run)."""
+    print(f"{path.name}: runs in launch order (s from the first launch)")
+    for run in sorted(path.runs, key=lambda r: r.launched):
+        tables = [t for t, run_id in path.event_runs.items() if run_id == run.run_id]
+        times = sorted(path.event_times[t] - path.first_launch for t in tables)
+        large = sum(t in path.large for t in tables)
+        span = f"tables' events {times[0]:.1f}-{times[-1]:.1f}" if times else "no table event"
+        start = path.first_launch
+        print(f"  {len(tables)} tables ({large} large): launched {run.launched - start:.1f}, "
+              f"running {run.started - start:.1f}, {span}, ended {run.ended - start:.1f}")
 
 
 def _wait_for_maintenance(
@@ -194,14 +211,26 @@ def _wait_for_maintenance(
 
 
 def floor_statements(reference: PathResult, table: str, copy: str) -> list[str]:
-    """The statements `reference` ran on `table`, addressed to the floor's `copy` (name swapped)."""
+    """The statements `reference` sent for `table`, addressed to the floor's `copy` (name swapped): a
+    result lists the session setup with each action, which the runner sends once per session
+    (`floor_session`), not per action."""
     name, copy_name = table.rsplit(".", 1)[1], copy.rsplit(".", 1)[1]
     results = reference.reports[table].results
-    return [statement.replace(name, copy_name) for result in results for statement in result.statements]
+    return [statement.replace(name, copy_name) for result in results for statement in result.statements
+            if statement not in SESSION_SETUP]
+
+
+def floor_session(spark: Any) -> Any:
+    """A plain session set up as the runner sets up each of its sessions."""
+    session = spark.newSession()
+    for statement in SESSION_SETUP:
+        session.sql(statement)
+    return session
 
 
 def run_statements(spark: Any, statements: list[str]) -> None:
-    """As the runner runs them: a SET runs when sent, a CALL's rows are read."""
+    """As the runner runs them in a local session: a SET runs when sent, a CALL's rows are collected
+    (from the driver, where the command ran)."""
     for statement in statements:
         result = spark.sql(statement)
         if statement.startswith("CALL"):
@@ -213,8 +242,9 @@ def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tabl
     floor's copies, back to back."""
     statements = [s for ref, copy in zip(tables, floor_tables, strict=True)
                   for s in floor_statements(reference, ref, copy)]
+    session = floor_session(bench.spark)
     started = time.perf_counter()
-    run_statements(bench.spark, statements)
+    run_statements(session, statements)
     return time.perf_counter() - started
 
 
@@ -227,7 +257,7 @@ def run_floor_in_parallel(bench: Bench, reference: PathResult, tables: list[str]
 
     def one(statements: list[str]) -> None:
         if not hasattr(local, "session"):
-            local.session = bench.spark.newSession()
+            local.session = floor_session(bench.spark)
         run_statements(local.session, statements)
 
     started = time.perf_counter()
@@ -303,6 +333,7 @@ def main() -> None:
         tables = path.small + path.large
         print(f"{path.name}: {len(tables)} tables in {path.wall(tables):.1f} s, {len(path.runs)} runs, "
               f"{path.call_seconds(tables):.1f} s of Spark actions", flush=True)
+        print_timeline(path)
     warm_up(bench.settings, bench.spark, warm["floor"])
     floor_small, floor_large = sets["floor"]
     floor_wall_small = run_floor(bench, connect, connect.small, floor_small)

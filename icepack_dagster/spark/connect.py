@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from typing import Any
 
 import grpc
+import pyarrow as pa
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql.connect import proto
 from pyspark.sql.connect.client import ChannelBuilder
+from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+from pyspark.sql.connect.plan import CachedRelation
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from icepack_dagster.exceptions import ConfigurationError, SparkConnectUnavailableError
@@ -111,3 +115,19 @@ def connect_session(
     UI, if icepack may read progress there."""
     wait_for_server(url, timeout_seconds)
     return ConnectMaintenanceSession(url, conf, ui_url)
+
+
+def command_rows(result: ConnectDataFrame) -> list[dict[str, Any]]:
+    """The rows of a command that `sql()` ran (a `CALL`), without asking the server for them again.
+
+    Spark 3.5's Connect server runs a command when `sql()` sends it and answers with the command's rows
+    inline, as Arrow data in a local relation; `collect()` would send that relation back to the server
+    to be executed once more: one more round trip per action (about 40 ms on a warm server,
+    docs/PERFORMANCE.md). The inline rows are read here; a result of any other shape (a query, a
+    client whose answer looks different) is collected."""
+    plan = result._plan  # pyspark 3.5's Connect DataFrame keeps the plan `sql()` returned here
+    if isinstance(plan, CachedRelation):
+        relation: proto.Relation = plan._plan
+        if relation.HasField("local_relation") and relation.local_relation.HasField("data"):
+            return pa.ipc.open_stream(relation.local_relation.data).read_all().to_pylist()
+    return [row.asDict() for row in result.collect()]

@@ -25,7 +25,7 @@ from pyspark.errors import AnalysisException, PySparkException
 
 from icepack_dagster.domain.action_outcome import compare
 from icepack_dagster.domain.actions import ActionImpact, ActionResult, ActionStatus, MaintenanceAction
-from icepack_dagster.domain.procedures import existence_probe
+from icepack_dagster.domain.procedures import SESSION_SETUP, existence_probe
 from icepack_dagster.domain.recommendation_model import RecommendedAction
 from icepack_dagster.domain.spark_overrides import resolve_overrides
 from icepack_dagster.domain.status import TableStatus
@@ -34,11 +34,12 @@ from icepack_dagster.exceptions import IcepackError, MaintenanceError, TableNotF
 from icepack_dagster.spark.action_plans import ActionPlan, orphan_guard_is_on, plan_actions
 from icepack_dagster.spark.failures import error_class, failure_hint, spark_error_message
 from icepack_dagster.spark.progress import REPORT_INTERVAL_SECONDS, ProgressSink, reported_progress
+from icepack_dagster.spark.session import is_connect_session
 from icepack_dagster.spark.status_meter import StatusMeter, StatusReader, measured
 from icepack_dagster.spark.table_sessions import TableSessions
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["MaintenanceRunner", "spark_error_message"]
 
@@ -149,8 +150,9 @@ class MaintenanceRunner:
         try:
             *settings, call = plan.statements
             for statement in settings:  # SETs run when sent; collecting one would be one more round trip
-                session.sql(statement)
-            output = self._output(plan, session.sql(call).collect())
+                if statement not in SESSION_SETUP:  # every table session ran these when it was opened
+                    session.sql(statement)
+            output = self._output(plan, _rows(session, session.sql(call)))
         except (PySparkException, Py4JJavaError) as error:
             hint, cause = failure_hint(error), spark_error_message(error)
             return ActionResult(
@@ -178,11 +180,11 @@ class MaintenanceRunner:
         )
 
     @staticmethod
-    def _output(plan: ActionPlan, rows: list[Any]) -> dict[str, int | float | str | None]:
+    def _output(plan: ActionPlan, rows: list[dict[str, Any]]) -> dict[str, int | float | str | None]:
         """The procedure's result row; orphan removal returns one row per file, so it is counted."""
         if plan.action is MaintenanceAction.REMOVE_ORPHAN_FILES:
             return {"orphan_file_count": len(rows)}
-        return {k: v for k, v in rows[0].asDict().items() if isinstance(v, int | float | str)} if rows else {}
+        return {k: v for k, v in rows[0].items() if isinstance(v, int | float | str)} if rows else {}
 
     @staticmethod
     def _unrun(
@@ -197,6 +199,16 @@ class MaintenanceRunner:
             error=error,
             reason=reason,
         )
+
+
+def _rows(session: SparkSession, result: DataFrame) -> list[dict[str, Any]]:
+    """A procedure's result rows: on Spark Connect the rows `sql()` already brought back
+    (`spark/connect.py`), else collected from the driver."""
+    if is_connect_session(session):
+        from icepack_dagster.spark.connect import command_rows  # loads the Connect client: sc:// only
+
+        return command_rows(result)  # type: ignore[arg-type]
+    return [row.asDict() for row in result.collect()]
 
 
 def _override_keys(key: TableKey, properties: Mapping[str, str]) -> tuple[str, ...]:

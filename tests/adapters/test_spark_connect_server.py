@@ -30,7 +30,7 @@ from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import ConfigurationError, SparkConnectUnavailableError
 from icepack_dagster.iceberg.catalogs import open_catalog
 from icepack_dagster.settings import IcepackSettings, load_settings
-from icepack_dagster.spark.connect import ConnectMaintenanceSession
+from icepack_dagster.spark.connect import ConnectMaintenanceSession, command_rows
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session, is_connect_session
@@ -94,6 +94,8 @@ def test_compaction_through_a_real_connect_server(
         files_after = spark.sql("SELECT count(*) AS n FROM lake.connect.events.files").collect()[0]["n"]
         assert (result.status, result.error) == ("succeeded", None)
         assert files_before == 6 and files_after == 1
+        output = result.impact.procedure_output  # the CALL's row, read from the server's answer to sql()
+        assert (output["rewritten_data_files_count"], output["added_data_files_count"]) == (6, 1)
         assert table_fingerprint(spark, "lake.connect.events") == before == (120, before[1])
         # the Connect client gets no task progress: one line names the server's application and the
         # jobs' tag; with the server's UI known, its REST API gives the progress, ending all done
@@ -153,6 +155,39 @@ def test_a_batch_thread_holds_one_server_session_for_its_tables(
         for key in keys:
             assert table_fingerprint(spark, f"pg.{namespace}.{key.name}") == before[key]
             assert spark.sql(f"SELECT count(*) FROM pg.{namespace}.{key.name}.files").collect()[0][0] == 1
+    finally:
+        spark.stop()
+
+
+def test_a_calls_rows_are_read_from_the_answer_to_sql_without_asking_again(
+    connect_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server runs a CALL when `sql()` sends it and answers with its rows; reading them must not
+    send the rows back to be executed again (one round trip per action), and must give the rows a
+    `collect()` would."""
+    settings = load_settings(home=tmp_path / "home", catalogs={"lake": {"kind": "embedded"}},
+                             spark={"master": connect_server, "connect_timeout_seconds": 120})
+    open_catalog("lake", settings).create_namespace_if_not_exists("rows")
+    spark = build_spark_session(settings)
+    try:
+        spark.sql("CREATE TABLE lake.rows.t (id BIGINT) USING iceberg")
+        for start in (0, 10, 20):
+            spark.sql(f"INSERT INTO lake.rows.t SELECT id FROM range({start}, {start + 10}, 1, 1)")
+        before = table_fingerprint(spark, "lake.rows.t")
+        call = spark.sql("CALL lake.system.rewrite_data_files(table => 'rows.t', "
+                         "options => map('min-input-files', '2'))")
+        query = spark.sql("SELECT id, 'x' AS name FROM lake.rows.t WHERE id < 2 ORDER BY id")
+
+        def asked_again() -> None:
+            raise AssertionError("collect() asked the server for a CALL's rows again")
+
+        monkeypatch.setattr(call, "collect", asked_again)
+        inline = command_rows(call)
+        monkeypatch.undo()
+        assert len(inline) == 1 and inline == [row.asDict() for row in call.collect()]
+        assert (inline[0]["rewritten_data_files_count"], inline[0]["added_data_files_count"]) == (3, 1)
+        assert command_rows(query) == [{"id": 0, "name": "x"}, {"id": 1, "name": "x"}]  # a query: collected
+        assert table_fingerprint(spark, "lake.rows.t") == before
     finally:
         spark.stop()
 

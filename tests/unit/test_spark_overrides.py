@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from icepack_dagster.domain.procedures import SESSION_SETUP
 from icepack_dagster.domain.spark_overrides import ALLOWED, render_set, resolve_overrides
 from icepack_dagster.exceptions import RejectedSparkOverrideError
 
@@ -108,3 +109,13 @@ def test_no_input_renders_anything_but_allowlisted_sets(properties: dict[str, st
         statement = render_set(key, value, TABLE)
         assert _SET.fullmatch(statement), statement
         assert "icepack." + key in properties
+
+
+def test_no_override_can_change_what_a_table_session_is_set_up_with() -> None:
+    """A table's session runs `SESSION_SETUP` once, when it opens, and the runner does not send it
+    again before each action: that holds only while no table may override one of its settings."""
+    setup_keys = {statement.removeprefix("SET ").split("=", 1)[0] for statement in SESSION_SETUP}
+    assert setup_keys == {"spark.sql.variable.substitute"}
+    assert not setup_keys & set(ALLOWED)
+    with pytest.raises(RejectedSparkOverrideError, match="spark.sql.variable.substitute"):
+        resolve_overrides(TABLE, {"icepack.spark.sql.variable.substitute": "true"})
