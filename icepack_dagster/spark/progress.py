@@ -9,7 +9,8 @@ anything moved since; every line names the Spark application.
 
 A Spark Connect (`sc://`) client has no status tracker: pyspark 3.5's Connect client receives no task
 progress from the server. Its jobs are tagged instead (the server adds the tag to its own job tags),
-and one line names the server's application and the tag to follow in the server's Spark UI. Where
+and the line saying the action started also names the server's application and the tag to follow in
+the server's Spark UI. Where
 icepack knows that UI (`spark.connect_ui_url`), the same poller reads the tagged jobs' progress from the
 UI's REST API, by the same rule.
 """
@@ -167,15 +168,23 @@ class _Poller(threading.Thread):
 
 @contextmanager
 def reported_progress(
-    session: SparkSession, action: str, report: ProgressSink, interval: float = REPORT_INTERVAL_SECONDS
+    session: SparkSession,
+    action: str,
+    report: ProgressSink,
+    interval: float = REPORT_INTERVAL_SECONDS,
+    started: str | None = None,
 ) -> Iterator[None]:
     """Report Spark's progress on the statements this thread runs in the block through `report`; the
-    jobs' tag names `action`."""
+    jobs' tag names `action`. `started`, the line saying the action started, is reported first; on
+    Spark Connect the same line says where the action's jobs can be followed (one line, not two: in a
+    batch run every line is an event the run stores)."""
     tag = f"icepack-{action}-{uuid.uuid4().hex[:8]}"
     if is_connect_session(session):
-        with _tagged_connect_jobs(session, tag, report, interval):
+        with _tagged_connect_jobs(session, tag, report, interval, started):
             yield
         return
+    if started is not None:
+        report(started)
     try:
         context = session.sparkContext
         application = context.applicationId
@@ -196,7 +205,7 @@ def reported_progress(
 
 @contextmanager
 def _tagged_connect_jobs(
-    session: SparkSession, tag: str, report: ProgressSink, interval: float
+    session: SparkSession, tag: str, report: ProgressSink, interval: float, started: str | None
 ) -> Iterator[None]:
     """Tag the block's operations on a Spark Connect server; report their progress from the server's
     Spark UI when icepack knows it, else say once where it can be seen."""
@@ -204,14 +213,15 @@ def _tagged_connect_jobs(
     ui_url = getattr(session, "ui_url", None)
     session.addTag(tag)
     poller = None
+    where = f"{started} on " if started else ""
     if ui_url is None:
         report(
-            f"Spark Connect application {application}: the Connect client receives no task progress; "
-            f"the server's Spark UI shows this action's jobs under the tag {tag} (set spark.connect_ui_url "
-            "to see them here)"
+            f"{where}Spark Connect application {application}: the Connect client receives no task "
+            f"progress; the server's Spark UI shows this action's jobs under the tag {tag} (set "
+            "spark.connect_ui_url to see them here)"
         )
     else:
-        report(f"Spark Connect application {application}: progress of tag {tag} from {ui_url}")
+        report(f"{where}Spark Connect application {application}: progress of tag {tag} from {ui_url}")
         read = partial(read_ui_progress, ui_url, application, tag)
         poller = _Poller(read, tag, report, interval, application)
         poller.start()

@@ -125,8 +125,8 @@ class MaintenanceRunner:
         if session is None:
             return self._unrun(plan, "dry_run")
         before = meter.before()
-        progress(f"table {key.text}: running {plan.action}")
-        with reported_progress(session, plan.action.value, progress, self._progress_interval):
+        started = f"table {key.text}: running {plan.action}"
+        with reported_progress(session, plan.action.value, progress, self._progress_interval, started):
             result = self._execute(session, key, plan)
         after = meter.after()  # also after a failure: partial progress may have committed part of it
         progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s")

@@ -97,10 +97,12 @@ def test_compaction_through_a_real_connect_server(
         output = result.impact.procedure_output  # the CALL's row, read from the server's answer to sql()
         assert (output["rewritten_data_files_count"], output["added_data_files_count"]) == (6, 1)
         assert table_fingerprint(spark, "lake.connect.events") == before == (120, before[1])
-        # the Connect client gets no task progress: one line names the server's application and the
-        # jobs' tag; with the server's UI known, its REST API gives the progress, ending all done
-        told = [line for line in lines if line.startswith("Spark Connect application ")]
+        # the Connect client gets no task progress: the line saying the action started names the
+        # server's application and the jobs' tag; with the server's UI known, its REST API gives the
+        # progress, ending all done
+        told = [line for line in lines if " on Spark Connect application " in line]
         assert len(told) == 1, lines
+        assert told[0].startswith("table lake.connect.events: running rewrite_data_files on "), told
         assert re.search(r"application local-\d+: .* tag icepack-rewrite_data_files-", told[0]), told
         progress = [line for line in lines if line.startswith("Spark application ")]
         if not with_ui:
