@@ -22,13 +22,16 @@ path `--connect-in-flight`, since the runs in flight are the server's concurrenc
 starts, one in-process health sync marks every table critical (not timed). Timed from the first
 maintenance run's launch to the last table's `maintained_table` event. The floor is one plain PySpark
 session, warmed like the server (`--warm-up` tables maintained through icepack's engine, untimed),
-executing the statements the Connect path ran (SETs and CALLs, table names swapped) back to back on
+executing the statements the Connect path sent (SETs and CALLs, table names swapped; the session
+setup once per session, as the runner sends it) back to back on
 a copy of its tables, after the server stopped. The Connect path and the floor take all N small
 tables; the two older paths, at about 45 s (run per table) and 60 s per batch of fixed cost, may take
 a sample (`--per-table-sample`, `--local-batch-sample`; 0 skips a path), and their rates are their
 sample's. Printed side by side: tables per hour, Spark CALL seconds, the per-table fixed overhead (run
 seconds from launch to end, summed over runs, minus the CALL seconds, per table), tables/h against a
-run per table, and the wall time per small table against the floor's. With `--batch-workers` above 1
+run per table, and the wall time per small table against the floor's; and each path's runs in launch
+order (launch, first event, the first and last table's events, end), which shows where a path's wall
+time went between its tables (queue and sensor waits, process starts). With `--batch-workers` above 1
 the fixed overhead counts a batch run's seconds once per worker, and for context the benchmark also
 times that many plain sessions of the floor's process running the small tables' statements at once,
 on another copy. Every table's contents (row count, order-independent checksum) are checked
