@@ -182,11 +182,11 @@ def print_timeline(path: PathResult) -> None:
     time went (queue and sensor waits between runs, process start, tables, the end of the run)."""
     print(f"{path.name}: runs in launch order (s from the first launch)")
     for run in sorted(path.runs, key=lambda r: r.launched):
+        start = path.first_launch
         tables = [t for t, run_id in path.event_runs.items() if run_id == run.run_id]
-        times = sorted(path.event_times[t] - path.first_launch for t in tables)
+        times = sorted(path.event_times[t] - start for t in tables)
         large = sum(t in path.large for t in tables)
         span = f"tables' events {times[0]:.1f}-{times[-1]:.1f}" if times else "no table event"
-        start = path.first_launch
         print(f"  {len(tables)} tables ({large} large): launched {run.launched - start:.1f}, "
               f"running {run.started - start:.1f}, {span}, ended {run.ended - start:.1f}")
 

@@ -10,9 +10,8 @@ anything moved since; every line names the Spark application.
 A Spark Connect (`sc://`) client has no status tracker: pyspark 3.5's Connect client receives no task
 progress from the server. Its jobs are tagged instead (the server adds the tag to its own job tags),
 and the line saying the action started also names the server's application and the tag to follow in
-the server's Spark UI. Where
-icepack knows that UI (`spark.connect_ui_url`), the same poller reads the tagged jobs' progress from the
-UI's REST API, by the same rule.
+the server's Spark UI. Where icepack knows that UI (`spark.connect_ui_url`), the same poller reads the
+tagged jobs' progress from the UI's REST API, by the same rule.
 """
 
 from __future__ import annotations
@@ -170,9 +169,9 @@ class _Poller(threading.Thread):
 def reported_progress(
     session: SparkSession,
     action: str,
+    started: str,
     report: ProgressSink,
     interval: float = REPORT_INTERVAL_SECONDS,
-    started: str | None = None,
 ) -> Iterator[None]:
     """Report Spark's progress on the statements this thread runs in the block through `report`; the
     jobs' tag names `action`. `started`, the line saying the action started, is reported first; on
@@ -180,11 +179,10 @@ def reported_progress(
     batch run every line is an event the run stores)."""
     tag = f"icepack-{action}-{uuid.uuid4().hex[:8]}"
     if is_connect_session(session):
-        with _tagged_connect_jobs(session, tag, report, interval, started):
+        with _tagged_connect_jobs(session, tag, started, report, interval):
             yield
         return
-    if started is not None:
-        report(started)
+    report(started)
     try:
         context = session.sparkContext
         application = context.applicationId
@@ -205,7 +203,7 @@ def reported_progress(
 
 @contextmanager
 def _tagged_connect_jobs(
-    session: SparkSession, tag: str, report: ProgressSink, interval: float, started: str | None
+    session: SparkSession, tag: str, started: str, report: ProgressSink, interval: float
 ) -> Iterator[None]:
     """Tag the block's operations on a Spark Connect server; report their progress from the server's
     Spark UI when icepack knows it, else say once where it can be seen."""
@@ -213,15 +211,14 @@ def _tagged_connect_jobs(
     ui_url = getattr(session, "ui_url", None)
     session.addTag(tag)
     poller = None
-    where = f"{started} on " if started else ""
     if ui_url is None:
         report(
-            f"{where}Spark Connect application {application}: the Connect client receives no task "
+            f"{started} on Spark Connect application {application}: the Connect client receives no task "
             f"progress; the server's Spark UI shows this action's jobs under the tag {tag} (set "
             "spark.connect_ui_url to see them here)"
         )
     else:
-        report(f"{where}Spark Connect application {application}: progress of tag {tag} from {ui_url}")
+        report(f"{started} on Spark Connect application {application}: progress of tag {tag} from {ui_url}")
         read = partial(read_ui_progress, ui_url, application, tag)
         poller = _Poller(read, tag, report, interval, application)
         poller.start()

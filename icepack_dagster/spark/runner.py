@@ -126,7 +126,7 @@ class MaintenanceRunner:
             return self._unrun(plan, "dry_run")
         before = meter.before()
         started = f"table {key.text}: running {plan.action}"
-        with reported_progress(session, plan.action.value, progress, self._progress_interval, started):
+        with reported_progress(session, plan.action.value, started, progress, self._progress_interval):
             result = self._execute(session, key, plan)
         after = meter.after()  # also after a failure: partial progress may have committed part of it
         progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s")
