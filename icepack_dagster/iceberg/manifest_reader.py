@@ -3,6 +3,8 @@
 The manifest list is one record per manifest, so fastavro reads it quickly enough; manifest entries are
 decoded by `manifest_entries` (fastavro is too slow on their column statistics). Entries are folded into
 a `ManifestSummary` (`manifest_summary.py`) one by one; nothing holds all entries of a table at once.
+The files a manifest lists (`live_file_paths`, for orphan checks) are read with fastavro and a reader
+schema of two fields.
 """
 
 from __future__ import annotations
@@ -82,13 +84,19 @@ def _count(record: dict[str, Any], *names: str) -> int | None:
     return None if any(v is None for v in values) else sum(cast(list[int], values))
 
 
+def _record_schema(buffer: BytesIO, path: str, what: str) -> dict[str, Any]:
+    """The Avro file's writer schema, which must be a record; the buffer is left at its start."""
+    writer_schema = fastavro.reader(buffer).writer_schema
+    buffer.seek(0)
+    if not isinstance(writer_schema, dict) or writer_schema.get("type") != "record":
+        raise ValueError(f"{path} is not an Iceberg {what} (Avro schema is not a record)")
+    return writer_schema
+
+
 def read_manifest_list(io: FileIO, path: str) -> list[ManifestRef]:
     """The manifests of one snapshot (the list is one record per manifest, so fastavro is quick enough)."""
     buffer = _read(io, path)
-    writer_schema = fastavro.reader(buffer).writer_schema
-    if not isinstance(writer_schema, dict) or writer_schema.get("type") != "record":
-        raise ValueError(f"{path} is not an Iceberg manifest list (Avro schema is not a record)")
-    buffer.seek(0)
+    writer_schema = _record_schema(buffer, path, "manifest list")
     refs = []
     for record in fastavro.reader(buffer, reader_schema=_project(writer_schema, _MANIFEST_FILE_FIELDS)):
         record = cast(dict[str, Any], record)
@@ -215,3 +223,29 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
         partitions=frozenset(partition_id(entries.partition(raw)) for raw in partitions),
         partition_files=_partition_files(entries, ref, tallies),
     )
+
+
+def live_file_paths(io: FileIO, path: str) -> list[str]:
+    """The data and delete files one manifest lists as live (added or existing entries): what Iceberg's
+    `all_files` metadata table and its orphan removal count as referenced.
+
+    Read with fastavro and a reader schema of the entry's status and file path only: PyIceberg's reader
+    builds every entry in full, about 5x the time on a small table's manifests, and an orphan check reads
+    every manifest of every snapshot."""
+    buffer = _read(io, path)
+    writer_schema = _record_schema(buffer, path, "manifest")
+    fields = []
+    for field in writer_schema["fields"]:
+        if field.get("field-id") == 0:  # status
+            fields.append({"name": "status", "aliases": [field["name"]], "type": field["type"]})
+        elif field.get("field-id") == 2:  # data_file, of which only file_path (field id 100)
+            data_file = _project(field["type"], {100: "file_path"})
+            fields.append({"name": "data_file", "aliases": [field["name"]], "type": data_file})
+    if len(fields) != 2 or len(fields[1]["type"]["fields"]) != 1:
+        raise ValueError(f"{path} is not an Iceberg manifest (no entry status, data file or file path)")
+    reader_schema = {"type": "record", "name": writer_schema["name"], "fields": fields}
+    return [
+        entry["data_file"]["file_path"]
+        for entry in cast(list[dict[str, Any]], fastavro.reader(buffer, reader_schema=reader_schema))
+        if entry["status"] != ENTRY_DELETED
+    ]

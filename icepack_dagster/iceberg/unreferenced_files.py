@@ -1,9 +1,11 @@
-"""Which files under a table's location its metadata does not reference, read with PyIceberg.
+"""Which files under a table's location its metadata does not reference.
 
 Referenced means reachable from the table's current metadata the way Iceberg's orphan removal sees it:
 the metadata file and the previous ones in its log, every snapshot's manifest list, manifests and the
 data and delete files they list as live, and statistics and partition-statistics files. Everything
-else under the location is unreferenced; `domain/safety.py` splits it by the orphan age.
+else under the location is unreferenced; `domain/safety.py` splits it by the orphan age. Manifest lists
+and manifests are read with the project's Avro readers (`manifest_reader.py`), the location is listed
+with PyArrow.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
 
 from icepack_dagster.domain.safety import (
@@ -24,6 +25,8 @@ from icepack_dagster.domain.safety import (
 )
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import MetadataReadError
+from icepack_dagster.iceberg.catalog_errors import METADATA_READ_ERRORS
+from icepack_dagster.iceberg.manifest_reader import live_file_paths, read_manifest_list
 
 if TYPE_CHECKING:
     from pyarrow import fs as pafs
@@ -35,15 +38,13 @@ def referenced_locations(table: Table) -> set[str]:
     found = {table.metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)}
     found |= {stats.statistics_path for stats in metadata.statistics}
     found |= {stats.statistics_path for stats in metadata.partition_statistics}
-    manifests: dict[str, ManifestFile] = {}
+    manifests: set[str] = set()  # snapshots share most manifests: each is read once
     for snapshot in metadata.snapshots:
         found.add(snapshot.manifest_list)
-        for manifest in snapshot.manifests(table.io):
-            manifests.setdefault(manifest.manifest_path, manifest)
-    for path, manifest in manifests.items():
+        manifests.update(ref.path for ref in read_manifest_list(table.io, snapshot.manifest_list))
+    for path in manifests:
         found.add(path)
-        entries = manifest.fetch_manifest_entry(table.io, discard_deleted=True)
-        found |= {entry.data_file.file_path for entry in entries}
+        found.update(live_file_paths(table.io, path))
     return found
 
 
@@ -87,7 +88,7 @@ def _hidden(relative: str) -> bool:
 def _references_and_listing(table: Table, key: TableKey) -> tuple[set[str], list[UnreferencedFile]]:
     try:
         return referenced_locations(table), list_files(table.location(), table.io)
-    except (OSError, ValueError) as error:
+    except METADATA_READ_ERRORS as error:
         raise MetadataReadError(
             f"table {key.text}: its files could not be listed or its manifests read "
             f"({type(error).__name__}: {error})"
