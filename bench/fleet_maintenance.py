@@ -34,11 +34,16 @@ order (launch, first event, the first and last table's events, end), which shows
 time went between its tables (queue and sensor waits, process starts). With `--batch-workers` above 1
 the fixed overhead counts a batch run's seconds once per worker, and for context the benchmark also
 times that many plain sessions of the floor's process running the small tables' statements at once,
-on another copy. Every table's contents (row count, order-independent checksum) are checked
-unchanged; the server JVM's open files are printed before and after the fleet.
+on another copy. The *Connect floor* separates the server's own cost from the platform's: right after
+the Connect path, with the server still warm, `--batch-workers` Connect sessions with no Dagster and no
+icepack in between send the same statements at once (another copy, `--connect-floor-sample` small
+tables), so the Connect path against it is what the runs, the status reads and the events add. Every
+table's contents (row count, order-independent checksum) are checked unchanged; the server JVM's open
+files are printed before and after the fleet.
 
     .venv/bin/python bench/fleet_maintenance.py [--small N] [--large N] [--batch-size N] [--batch-workers N]
         [--per-table-sample N] [--local-batch-sample N] [--warm-up N] [--connect-in-flight N]
+        [--connect-floor-sample N]
 """
 
 from __future__ import annotations
@@ -73,7 +78,9 @@ from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE  # noqa: E402
 from icepack_dagster.domain.maintenance_report import MaintenanceReport  # noqa: E402
 from icepack_dagster.domain.procedures import SESSION_SETUP  # noqa: E402
 from icepack_dagster.settings import load_settings  # noqa: E402
+from icepack_dagster.spark.connect import command_rows  # noqa: E402
 from icepack_dagster.spark.connect_server import ConnectServerSize  # noqa: E402
+from icepack_dagster.spark.session import build_spark_session, is_connect_session  # noqa: E402
 from tests.network import free_port  # noqa: E402
 from tests.tables_testkit import arrow_fingerprint  # noqa: E402
 
@@ -232,12 +239,12 @@ def floor_session(spark: Any) -> Any:
 
 
 def run_statements(spark: Any, statements: list[str]) -> None:
-    """As the runner runs them in a local session: a SET runs when sent, a CALL's rows are collected
-    (from the driver, where the command ran)."""
+    """As the runner runs them: a SET runs when sent, a CALL's rows are collected from the driver (in a
+    local session) or read from the Connect server's answer (`command_rows`)."""
     for statement in statements:
         result = spark.sql(statement)
         if statement.startswith("CALL"):
-            result.collect()
+            command_rows(result) if is_connect_session(spark) else result.collect()
 
 
 def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tables: list[str]) -> float:
@@ -251,16 +258,16 @@ def run_floor(bench: Bench, reference: PathResult, tables: list[str], floor_tabl
     return time.perf_counter() - started
 
 
-def run_floor_in_parallel(bench: Bench, reference: PathResult, tables: list[str], floor_tables: list[str],
+def run_floor_in_parallel(spark: Any, reference: PathResult, tables: list[str], floor_tables: list[str],
                           sessions: int) -> float:
-    """Wall seconds of `sessions` plain sessions of the floor's process running those statements at
-    once, a table at a time each (context for a path that maintains tables at once)."""
+    """Wall seconds of `sessions` sessions of `spark` (the floor's plain session, or a Connect session
+    on the server) running those statements at once, a table at a time each."""
     local = threading.local()
     work = [floor_statements(reference, ref, copy) for ref, copy in zip(tables, floor_tables, strict=True)]
 
     def one(statements: list[str]) -> None:
         if not hasattr(local, "session"):
-            local.session = floor_session(bench.spark)
+            local.session = floor_session(spark)
         run_statements(local.session, statements)
 
     started = time.perf_counter()
@@ -270,9 +277,11 @@ def run_floor_in_parallel(bench: Bench, reference: PathResult, tables: list[str]
 
 
 def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[str], list[str]],
-                     warm_tables: list[str]) -> tuple[PathResult, str]:
+                     warm_tables: list[str], floor_tables: list[str]) -> tuple[PathResult, str, float]:
     """Start and warm a Connect server, maintain `tables` through the platform with
-    `spark.master=sc://...`; returns the path and the server's open files before and after."""
+    `spark.master=sc://...`, then run the Connect floor on `floor_tables`, copies of the first small
+    tables; returns the path, the server's open files before and after, and the Connect floor's wall
+    seconds."""
     size = ConnectServerSize(master=args.connect_master, driver_memory=args.connect_driver_memory,
                              port=free_port())
     log = bench.workdir / f"connect-{prefix}.log"
@@ -283,7 +292,15 @@ def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[st
         path = run_path(bench, name, prefix, tables, args.batch_size, args.timeout, master=url,
                         in_flight=args.connect_in_flight, workers=args.batch_workers)
         files = f"server JVM open files {files_before} -> {open_files(server)}"
-    return path, files
+        settings = load_settings(home=bench.workdir / "home", catalogs={"lake": {"kind": "embedded"}},
+                                 spark={"master": url, "connect_timeout_seconds": 120}, status_workers=1)
+        base = build_spark_session(settings)
+        try:
+            floor_wall = run_floor_in_parallel(base, path, path.small[:len(floor_tables)], floor_tables,
+                                               args.batch_workers)
+        finally:
+            base.stop()
+    return path, files, floor_wall
 
 
 def main() -> None:
@@ -305,6 +322,8 @@ def main() -> None:
             p.add_argument("--connect-driver-memory", default="2g", help="the Connect server's heap"),
             p.add_argument("--connect-in-flight", type=int, default=2,
                            help="maintenance runs at once on the Connect path (others: 2)"),
+            p.add_argument("--connect-floor-sample", type=int, default=None,
+                           help="small tables for the Connect floor (default: --small)"),
             p.add_argument("--timeout", type=float, default=3600, help="seconds per path before giving up"),
         ),
     )
@@ -313,11 +332,13 @@ def main() -> None:
     samples = {"run": _sample(args.per_table_sample, args.small),
                "batch": _sample(args.local_batch_sample, args.small),
                "connect": args.small, "floor": args.small,
-               "floors": args.small if args.batch_workers > 1 else 0}
+               "floors": args.small if args.batch_workers > 1 else 0,
+               "connect_floor": _sample(args.connect_floor_sample, args.small)}
     print(f"Fleet maintenance benchmark ({args.small} small + {args.large} large tables for the Connect path "
           f"and the floor; samples: {samples['run']} small for a run per table, {samples['batch']} for local "
           f"batches); {machine()}")
-    sets = {name: make_set(bench, f"fm{tag}_{name}", n, 0 if name == "floors" else args.large)
+    small_only = ("floors", "connect_floor")
+    sets = {name: make_set(bench, f"fm{tag}_{name}", n, 0 if name in small_only else args.large)
             for name, n in samples.items() if n}
     warm = {name: make_set(bench, f"fm{tag}_warm{name}", args.warm_up, 0)[0] for name in ("connect", "floor")}
     before = {name: contents(bench, [*s[0], *s[1]]) for name, s in sets.items()}
@@ -329,8 +350,9 @@ def main() -> None:
         paths.append(run_path(bench, f"batch runs, local Spark per run (up to {args.batch_size}, "
                               f"{args.batch_workers} at once)", f"fm{tag}_batch", sets["batch"],
                               args.batch_size, args.timeout, workers=args.batch_workers))
-    connect, server_files = run_connect_path(bench, args, f"fm{tag}_connect", sets["connect"],
-                                             warm["connect"])
+    connect, server_files, connect_floor_wall = run_connect_path(
+        bench, args, f"fm{tag}_connect", sets["connect"], warm["connect"], sets["connect_floor"][0]
+    )
     paths.append(connect)
     for path in paths:  # as soon as they are known: a later failure keeps these
         tables = path.small + path.large
@@ -341,8 +363,8 @@ def main() -> None:
     floor_small, floor_large = sets["floor"]
     floor_wall_small = run_floor(bench, connect, connect.small, floor_small)
     floor_wall_large = run_floor(bench, connect, connect.large, floor_large)
-    floors_wall = (run_floor_in_parallel(bench, connect, connect.small, sets["floors"][0], args.batch_workers)
-                   if "floors" in sets else None)
+    floors_wall = (run_floor_in_parallel(bench.spark, connect, connect.small, sets["floors"][0],
+                                         args.batch_workers) if "floors" in sets else None)
 
     for name, tables in sets.items():
         after = contents(bench, [*tables[0], *tables[1]])
@@ -358,6 +380,13 @@ def main() -> None:
         print(f"context: {args.batch_workers} plain sessions of the floor's process at once run the small "
               f"tables' statements in {floors_wall:.1f} s ({rate:.0f} tables/h); the Connect path's small "
               f"tables took {ratio(connect.wall(connect.small), floors_wall)} that")
+    floor_n = len(sets["connect_floor"][0])
+    per_table = connect_floor_wall / floor_n
+    print(f"Connect floor: {args.batch_workers} Connect sessions at once on the same server, no Dagster, "
+          f"run the statements of {floor_n} small tables in {connect_floor_wall:.1f} s ({per_table:.3f} "
+          f"s/table, {ratio(per_table, floor_wall_small / args.small)} the floor's per table); the Connect "
+          f"path's small tables took {ratio(connect.wall(connect.small) / len(connect.small), per_table)} "
+          "that per table (what the platform adds)")
     print("every table's contents (row count, checksum) unchanged; every maintenance succeeded; "
           f"load average {os.getloadavg()[0]:.1f} at the end")
 
