@@ -333,11 +333,13 @@ def main() -> None:
                "batch": _sample(args.local_batch_sample, args.small),
                "connect": args.small, "floor": args.small,
                "floors": args.small if args.batch_workers > 1 else 0,
-               "connect_floor": _sample(args.connect_floor_sample, args.small)}
+               "cfloor": _sample(args.connect_floor_sample, args.small)}
     print(f"Fleet maintenance benchmark ({args.small} small + {args.large} large tables for the Connect path "
           f"and the floor; samples: {samples['run']} small for a run per table, {samples['batch']} for local "
           f"batches); {machine()}")
-    small_only = ("floors", "connect_floor")
+    small_only = ("floors", "cfloor")
+    # a path's deployment includes `fm{tag}_{path}_*`: no other set's name may start with a path's name
+    # followed by "_" (a set named connect_floor was maintained by the Connect path's daemon)
     sets = {name: make_set(bench, f"fm{tag}_{name}", n, 0 if name in small_only else args.large)
             for name, n in samples.items() if n}
     warm = {name: make_set(bench, f"fm{tag}_warm{name}", args.warm_up, 0)[0] for name in ("connect", "floor")}
@@ -351,7 +353,7 @@ def main() -> None:
                               f"{args.batch_workers} at once)", f"fm{tag}_batch", sets["batch"],
                               args.batch_size, args.timeout, workers=args.batch_workers))
     connect, server_files, connect_floor_wall = run_connect_path(
-        bench, args, f"fm{tag}_connect", sets["connect"], warm["connect"], sets["connect_floor"][0]
+        bench, args, f"fm{tag}_connect", sets["connect"], warm["connect"], sets["cfloor"][0]
     )
     paths.append(connect)
     for path in paths:  # as soon as they are known: a later failure keeps these
@@ -380,7 +382,7 @@ def main() -> None:
         print(f"context: {args.batch_workers} plain sessions of the floor's process at once run the small "
               f"tables' statements in {floors_wall:.1f} s ({rate:.0f} tables/h); the Connect path's small "
               f"tables took {ratio(connect.wall(connect.small), floors_wall)} that")
-    floor_n = len(sets["connect_floor"][0])
+    floor_n = len(sets["cfloor"][0])
     per_table = connect_floor_wall / floor_n
     print(f"Connect floor: {args.batch_workers} Connect sessions at once on the same server, no Dagster, "
           f"run the statements of {floor_n} small tables in {connect_floor_wall:.1f} s ({per_table:.3f} "
