@@ -9,5 +9,8 @@ fleet_summary_job = dg.define_asset_job(
     "fleet_refresh",
     selection=[fleet_summary],
     tags=observation_tags(),
+    # One asset, refreshed after every successful health sync or maintenance run: a step subprocess
+    # (the default executor) would add a Python start and a definitions import to each of them.
+    executor_def=dg.in_process_executor,
     description="Refresh the fleet summary and its Prometheus metrics.",
 )
