@@ -5,8 +5,9 @@ of its own). Each table keeps its own `maintained_table` event, its own lease an
 record: a table whose maintenance fails (a data file missing under it) is recorded as failed in its
 history and observed with the error, while the tables before and after it in the same run are
 compacted with contents unchanged (main and a tag), materialized, and re-measured healthy in the run.
-The run itself succeeds. A table of a larger tier keeps a run of its own, and the tables of a batch
-in flight wait while the batch counts as one run in flight.
+The run itself succeeds; since it recorded its tables' health, no post-maintenance health sync follows
+it, and the fleet refresh follows it directly. A table of a larger tier keeps a run of its own, and
+the tables of a batch in flight wait while the batch counts as one run in flight.
 
 Each table of a batch is accounted for as a one-table run accounts for it (issue 15): a
 `maintenance_recommendation` materialization with the metadata a one-table run writes, and a
@@ -46,6 +47,7 @@ from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     NO_ACTIONS,
     SCHEMA,
+    after_run,
     discover,
     evaluate_sensor,
     execute_run_request,
@@ -160,6 +162,11 @@ def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
     assert not checks[broken].passed and "maintenance failed" in (checks[broken].description or "")
     expected = {p: ("SUCCEEDED", True) for p in healthy} | {broken: ("FAILED", True)}
     assert _health_after(instance, partitions) == expected
+    # the run recorded its tables' health itself (above): no second health sync follows it, the fleet
+    # refresh follows it directly
+    skipped = after_run(defs, "post_maintenance_health_sensor", instance, result)
+    assert isinstance(skipped, dg.SkipReason) and "maintenance batch" in (skipped.skip_message or "")
+    assert isinstance(after_run(defs, "fleet_refresh_sensor", instance, result), dg.RunRequest)
 
     again = evaluate_sensor(defs, "maintenance_sensor", instance, cursor=decided.cursor)
     launched = [t for r in again.run_requests or [] for t in batch_tables(r.tags) or [r.partition_key]]

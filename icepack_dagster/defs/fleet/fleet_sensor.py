@@ -1,10 +1,12 @@
-"""Refreshes the fleet summary after each health sync or maintenance run succeeds (one refresh waiting
-at a time, so a sync of many batches does not pile up refreshes)."""
+"""Refreshes the fleet summary after each health sync, maintenance or maintenance batch run succeeds
+(one refresh waiting at a time, so a sync of many batches does not pile up refreshes). A batch run is
+followed directly: it records its tables' status and health itself, and no health sync follows it."""
 
 import dagster as dg
 
 from icepack_dagster.defs.fleet.job import fleet_summary_job
 from icepack_dagster.defs.health_sync.job import health_sync_job
+from icepack_dagster.defs.maintenance.batch_job import maintenance_batch_job
 from icepack_dagster.defs.maintenance.job import maintenance_job
 from icepack_dagster.platform_settings import PlatformSettings
 
@@ -17,11 +19,12 @@ def build_fleet_sensor(platform: PlatformSettings) -> dg.RunStatusSensorDefiniti
     @dg.run_status_sensor(
         name="fleet_refresh_sensor",
         run_status=dg.DagsterRunStatus.SUCCESS,
-        monitored_jobs=[health_sync_job, maintenance_job],
+        monitored_jobs=[health_sync_job, maintenance_job, maintenance_batch_job],
         request_job=fleet_summary_job,
         default_status=default,
         minimum_interval_seconds=platform.maintenance_interval_seconds,
-        description="Refresh fleet_summary when a health sync or a maintenance run succeeds.",
+        description="Refresh fleet_summary when a health sync, a maintenance or a maintenance batch run "
+        "succeeds.",
     )
     def fleet_refresh_sensor(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
         waiting = context.instance.get_run_records(

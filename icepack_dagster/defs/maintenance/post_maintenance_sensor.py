@@ -5,7 +5,10 @@ reflects the work within seconds instead of at the next sync.
 It follows every run that materialized `maintained_table`, whichever job it ran as: the sensor's
 `maintenance` job, or `__ASSET_JOB` from Materialize, the launchpad, a backfill or the GraphQL API. The
 tables are the partitions of the run's `maintained_table` materializations; a dry run, or a run that
-found nothing to do, changed nothing and is not followed.
+found nothing to do, changed nothing and is not followed. A `maintenance_batch` run is not followed
+either: before it succeeds it has measured the tables it changed again and recorded their status and
+health itself (`batch_maintenance.py`), so a sync after it would write the same facts twice (400
+materializations for a batch of 200); the fleet sensor follows the batch run directly.
 """
 
 import dagster as dg
@@ -13,6 +16,7 @@ import dagster as dg
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.health_sync.job import health_sync_job, health_sync_run_config
+from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.run_tags import batch_tags
 from icepack_dagster.platform_settings import PlatformSettings
@@ -49,6 +53,11 @@ def build_post_maintenance_sensor(platform: PlatformSettings) -> dg.RunStatusSen
     )
     def post_maintenance_health_sensor(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
         run_id = context.dagster_run.run_id
+        if context.dagster_run.job_name == BATCH_JOB:
+            return dg.SkipReason(
+                f"run {run_id} is a maintenance batch: it measured the tables it changed again and "
+                "recorded their status and health itself"
+            )
         changed, unchanged = maintained_tables(context.instance, run_id)
         if not changed:
             why = f"changed nothing in {', '.join(unchanged)}" if unchanged else "maintained no table"
