@@ -30,13 +30,18 @@ def warm_up(settings: IcepackSettings, spark: Any, tables: list[str]) -> None:
         assert report.outcome == "succeeded", (name, report.outcome, report.first_error)
 
 
+def connect_settings(bench: Bench, url: str) -> IcepackSettings:
+    """The bench's catalog, with sessions on the Connect server at `url`."""
+    return load_settings(home=bench.workdir / "home", catalogs={"lake": {"kind": "embedded"}},
+                         spark={"master": url, "connect_timeout_seconds": 120}, status_workers=1)
+
+
 @contextlib.contextmanager
 def warm_connect_server(bench: Bench, size: ConnectServerSize, log: Path, warm_tables: list[str]
                         ) -> Iterator[tuple[str, int]]:
     """A serving, warmed Connect server with the bench's catalog: `(sc:// URL, its process group)`."""
     with running_connect_server(bench.settings, size, log) as (url, server):
-        settings = load_settings(home=bench.workdir / "home", catalogs={"lake": {"kind": "embedded"}},
-                                 spark={"master": url, "connect_timeout_seconds": 120}, status_workers=1)
+        settings = connect_settings(bench, url)
         session = build_spark_session(settings)
         warm_up(settings, session, warm_tables)
         session.stop()

@@ -65,7 +65,7 @@ import pyarrow as pa  # noqa: E402
 
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
 from bench._platform import Platform, RunTimes  # noqa: E402
-from bench._warm_spark import open_files, warm_connect_server, warm_up  # noqa: E402
+from bench._warm_spark import connect_settings, open_files, warm_connect_server, warm_up  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE  # noqa: E402
 from icepack_dagster.defs.event_reads import metadata_of  # noqa: E402
@@ -292,9 +292,7 @@ def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[st
         path = run_path(bench, name, prefix, tables, args.batch_size, args.timeout, master=url,
                         in_flight=args.connect_in_flight, workers=args.batch_workers)
         files = f"server JVM open files {files_before} -> {open_files(server)}"
-        settings = load_settings(home=bench.workdir / "home", catalogs={"lake": {"kind": "embedded"}},
-                                 spark={"master": url, "connect_timeout_seconds": 120}, status_workers=1)
-        base = build_spark_session(settings)
+        base = build_spark_session(connect_settings(bench, url))
         try:
             floor_wall = run_floor_in_parallel(base, path, path.small[:len(floor_tables)], floor_tables,
                                                args.batch_workers)

@@ -233,17 +233,12 @@ def live_file_paths(io: FileIO, path: str) -> list[str]:
     builds every entry in full, about 5x the time on a small table's manifests, and an orphan check reads
     every manifest of every snapshot."""
     buffer = _read(io, path)
-    writer_schema = _record_schema(buffer, path, "manifest")
-    fields = []
-    for field in writer_schema["fields"]:
-        if field.get("field-id") == 0:  # status
-            fields.append({"name": "status", "aliases": [field["name"]], "type": field["type"]})
-        elif field.get("field-id") == 2:  # data_file, of which only file_path (field id 100)
-            data_file = _project(field["type"], {100: "file_path"})
-            fields.append({"name": "data_file", "aliases": [field["name"]], "type": data_file})
-    if len(fields) != 2 or len(fields[1]["type"]["fields"]) != 1:
+    reader_schema = _project(_record_schema(buffer, path, "manifest"), {0: "status", 2: "data_file"})
+    fields = {field["name"]: field for field in reader_schema["fields"]}
+    if "data_file" in fields:
+        fields["data_file"]["type"] = _project(fields["data_file"]["type"], {100: "file_path"})
+    if "status" not in fields or "data_file" not in fields or not fields["data_file"]["type"]["fields"]:
         raise ValueError(f"{path} is not an Iceberg manifest (no entry status, data file or file path)")
-    reader_schema = {"type": "record", "name": writer_schema["name"], "fields": fields}
     return [
         entry["data_file"]["file_path"]
         for entry in cast(list[dict[str, Any]], fastavro.reader(buffer, reader_schema=reader_schema))

@@ -26,7 +26,7 @@ from icepack_dagster.domain.safety import (
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import MetadataReadError
 from icepack_dagster.iceberg.catalog_errors import METADATA_READ_ERRORS
-from icepack_dagster.iceberg.manifest_reader import live_file_paths, read_manifest_list
+from icepack_dagster.iceberg.manifest_reader import ManifestRef, live_file_paths, read_manifest_list
 
 if TYPE_CHECKING:
     from pyarrow import fs as pafs
@@ -38,13 +38,14 @@ def referenced_locations(table: Table) -> set[str]:
     found = {table.metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)}
     found |= {stats.statistics_path for stats in metadata.statistics}
     found |= {stats.statistics_path for stats in metadata.partition_statistics}
-    manifests: set[str] = set()  # snapshots share most manifests: each is read once
+    manifests: dict[str, ManifestRef] = {}  # snapshots share most manifests: each is read once
     for snapshot in metadata.snapshots:
         found.add(snapshot.manifest_list)
-        manifests.update(ref.path for ref in read_manifest_list(table.io, snapshot.manifest_list))
-    for path in manifests:
+        manifests.update((ref.path, ref) for ref in read_manifest_list(table.io, snapshot.manifest_list))
+    for path, ref in manifests.items():
         found.add(path)
-        found.update(live_file_paths(table.io, path))
+        if ref.live_files != 0:  # a manifest of deleted entries only lists no live file (unknown: read)
+            found.update(live_file_paths(table.io, path))
     return found
 
 

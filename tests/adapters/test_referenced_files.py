@@ -74,13 +74,14 @@ def test_v2_with_position_deletes_a_branch_a_tag_and_a_compaction(spark, catalog
     assert _deleted_entries(spark, q) > 0
 
 
-def test_v1_with_an_overwrite(spark, catalogs, namespace) -> None:
+def test_v1_with_a_partition_deleted(spark, catalogs, namespace) -> None:
     key = _create(spark, catalogs, namespace, "v1", "'format-version'='1'")
     q = f"lake.{namespace}.v1"
     spark.sql(f"INSERT INTO {q} SELECT id, CAST(id % 3 AS INT) FROM range(0, 30, 1, 1)")
     spark.sql(f"INSERT INTO {q} VALUES (7, 2)")
-    overwritten = _data_files(spark, q)
-    spark.sql(f"INSERT OVERWRITE {q} SELECT id, p FROM {q} WHERE p = 1")
+    overwritten = _data_files(spark, f"{q} WHERE p = 0")
+    # a metadata-only delete rewrites the first manifest with a deleted entry beside live ones
+    spark.sql(f"DELETE FROM {q} WHERE p = 0")
     spark.sql(
         f"CALL lake.system.expire_snapshots(table => '{namespace}.v1', "
         "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)"
@@ -89,8 +90,8 @@ def test_v1_with_an_overwrite(spark, catalogs, namespace) -> None:
     ours = _ours(catalogs, key)
 
     assert ours == referenced_files(spark, catalogs, key)
-    # the overwrite's manifests still list the files it replaced, as deleted entries: expiry removed
-    # those files, and they are not counted as referenced
+    # the delete's manifest still lists the file it removed, as a deleted entry: expiry removed that
+    # file, and it is not counted as referenced
     assert _deleted_entries(spark, q) > 0
     gone = {path for path in overwritten if not path.exists()}
     assert gone and not gone & ours
