@@ -3,14 +3,21 @@
 An Iceberg procedure is one SQL statement that can run for minutes; without this the run log says
 nothing meanwhile. The action's jobs carry a job tag of their own, also shown in Spark's UI (not a job
 group: Iceberg's actions set groups of their own), and a daemon thread polls Spark's status tracker
-for that tag: jobs, stages and tasks done of total. It reports as soon as Spark starts the first job,
-then at most once per interval and only when something moved, and once more when the action ends if
-anything moved since; every line names the Spark application.
+for that tag: jobs, stages and tasks done of total. Its first poll, a second after the action started
+(or one interval, if shorter), says that the action runs; from then on it reports when Spark has
+started the action's first job, then at most once per interval and only when something moved; every
+line names the Spark application. Spark's progress when the action ended is not a line of its own:
+it goes into the line that tells the action's result (`ActionProgress.summary`).
+
+An action that ends before the first poll therefore tells its whole story in that one result line.
+Most actions on a small table take under a second, and in a batch run every line is an event the run
+stores (on SQLite about as costly as the action's own bookkeeping): three lines per action were most of
+a small table's events.
 
 A Spark Connect (`sc://`) client has no status tracker: pyspark 3.5's Connect client receives no task
 progress from the server. Its jobs are tagged instead (the server adds the tag to its own job tags),
-and the line saying the action started also names the server's application and the tag to follow in
-the server's Spark UI. Where icepack knows that UI (`spark.connect_ui_url`), the same poller reads the
+and the line saying the action runs also names the server's application and the tag to follow in the
+server's Spark UI. Where icepack knows that UI (`spark.connect_ui_url`), the same poller reads the
 tagged jobs' progress from the UI's REST API, by the same rule.
 """
 
@@ -121,11 +128,28 @@ def read_ui_progress(ui_url: str, application: str, tag: str) -> SparkProgress:
     )
 
 
+@dataclass
+class ActionProgress:
+    """What `reported_progress` knows once its block ended: Spark's progress on the action's jobs, as
+    one text for the line that tells the action's result (None: no job ran, or no progress is readable,
+    as on a Connect server whose UI icepack does not know)."""
+
+    summary: str | None = None
+
+
 class _Poller(threading.Thread):
-    """Polls the tag's progress and reports it by the rule in the module docstring."""
+    """Says that the action runs at its first poll, then polls the tag's progress and reports it, by
+    the rule in the module docstring. Without a progress reader (a Connect server whose UI icepack does
+    not know) it only says that the action runs."""
 
     def __init__(
-        self, read: ProgressReader, tag: str, report: ProgressSink, interval: float, application: str
+        self,
+        read: ProgressReader | None,
+        tag: str,
+        report: ProgressSink,
+        interval: float,
+        application: str,
+        started: str,
     ) -> None:
         super().__init__(name=f"spark-progress-{tag}", daemon=True)
         self._read_progress = read
@@ -133,12 +157,19 @@ class _Poller(threading.Thread):
         self._report = report
         self._interval = interval
         self._application = application
+        self._running_line = started
         self._finished = threading.Event()
         self.last: SparkProgress | None = None
 
     def run(self) -> None:
+        poll = min(1.0, self._interval)
+        if self._finished.wait(poll):
+            return  # ended before its first poll: the result line tells it all
+        self._report(self._running_line)
+        if self._read_progress is None:
+            return
         reported_at = float("-inf")
-        while not self._finished.wait(min(1.0, self._interval)):
+        while True:
             progress = self._read()
             if progress is None:
                 return
@@ -148,21 +179,24 @@ class _Poller(threading.Thread):
                 self._report(progress.describe(self._application))
                 reported_at = time.monotonic()
                 self.last = progress
+            if self._finished.wait(poll):
+                return
 
     def _read(self) -> SparkProgress | None:
+        if self._read_progress is None:
+            return None
         try:
             return self._read_progress()
         except (Py4JError, PySparkException, ProgressUnavailable) as error:  # Spark stopped: stop reporting
             logger.debug("Spark progress of %s no longer readable: %s", self._tag, error)
             return None
 
-    def finish(self) -> None:
-        """Stop polling, and report the last progress if anything moved since the last line."""
+    def finish(self) -> str | None:
+        """Stop polling; Spark's progress now, for the result line (None when no job ran)."""
         self._finished.set()
         self.join()
         final = self._read()
-        if final is not None and final.jobs and final != self.last:
-            self._report(final.describe(self._application))
+        return final.describe(self._application) if final is not None and final.jobs else None
 
 
 @contextmanager
@@ -172,62 +206,64 @@ def reported_progress(
     started: str,
     report: ProgressSink,
     interval: float = REPORT_INTERVAL_SECONDS,
-) -> Iterator[None]:
+) -> Iterator[ActionProgress]:
     """Report Spark's progress on the statements this thread runs in the block through `report`; the
-    jobs' tag names `action`. `started`, the line saying the action started, is reported first; on
-    Spark Connect the same line says where the action's jobs can be followed (one line, not two: in a
-    batch run every line is an event the run stores)."""
+    jobs' tag names `action`. `started`, the line saying the action runs, comes first, at the first
+    poll; on Spark Connect the same line says where the action's jobs can be followed (one line, not
+    two). The yielded `ActionProgress` holds Spark's progress at the end, once the block is left."""
     tag = f"icepack-{action}-{uuid.uuid4().hex[:8]}"
+    outcome = ActionProgress()
     if is_connect_session(session):
-        with _tagged_connect_jobs(session, tag, started, report, interval):
-            yield
+        with _tagged_connect_jobs(session, tag, started, report, interval, outcome):
+            yield outcome
         return
-    report(started)
     try:
         context = session.sparkContext
         application = context.applicationId
         context.addJobTag(tag)
     except (Py4JError, PySparkException) as error:  # Spark itself is failing: the action will say so
         logger.debug("no Spark progress for %s: %s", tag, error)
-        yield
+        report(started)
+        yield outcome
         return
-    poller = _Poller(partial(read_progress, context, tag), tag, report, interval, application)
+    poller = _Poller(partial(read_progress, context, tag), tag, report, interval, application, started)
     poller.start()
     try:
-        yield
+        yield outcome
     finally:
-        poller.finish()
+        outcome.summary = poller.finish()
         with suppress(Py4JError):
             context.removeJobTag(tag)
 
 
 @contextmanager
 def _tagged_connect_jobs(
-    session: SparkSession, tag: str, started: str, report: ProgressSink, interval: float
+    session: SparkSession, tag: str, started: str, report: ProgressSink, interval: float,
+    outcome: ActionProgress,
 ) -> Iterator[None]:
     """Tag the block's operations on a Spark Connect server; report their progress from the server's
-    Spark UI when icepack knows it, else say once where it can be seen."""
+    Spark UI when icepack knows it, else say once, if the action runs past the first poll, where it
+    can be seen."""
     application = _connect_application(session)
     ui_url = getattr(session, "ui_url", None)
     session.addTag(tag)
-    poller = None
     if ui_url is None:
-        report(
+        told = (
             f"{started} on Spark Connect application {application}: the Connect client receives no task "
             f"progress; the server's Spark UI shows this action's jobs under the tag {tag} (set "
             "spark.connect_ui_url to see them here)"
         )
+        poller = _Poller(None, tag, report, interval, application, told)
     else:
-        report(f"{started} on Spark Connect application {application}: progress of tag {tag} from {ui_url}")
+        told = f"{started} on Spark Connect application {application}: progress of tag {tag} from {ui_url}"
         read = partial(read_ui_progress, ui_url, application, tag)
-        poller = _Poller(read, tag, report, interval, application)
-        poller.start()
+        poller = _Poller(read, tag, report, interval, application, told)
+    poller.start()
     try:
         yield
     finally:
         session.removeTag(tag)
-        if poller is not None:
-            poller.finish()
+        outcome.summary = poller.finish()
 
 
 def _connect_application(session: SparkSession) -> str:

@@ -126,10 +126,13 @@ class MaintenanceRunner:
             return self._unrun(plan, "dry_run")
         before = meter.before()
         started = f"table {key.text}: running {plan.action}"
-        with reported_progress(session, plan.action.value, started, progress, self._progress_interval):
+        with reported_progress(
+            session, plan.action.value, started, progress, self._progress_interval
+        ) as spark_progress:
             result = self._execute(session, key, plan)
         after = meter.after()  # also after a failure: partial progress may have committed part of it
-        progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s")
+        spark = f" ({spark_progress.summary})" if spark_progress.summary else ""
+        progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s{spark}")
         return result.model_copy(update={"impact": measured(result.impact, before, after)})
 
     def _check_exists(self, key: TableKey, session: SparkSession) -> None:

@@ -29,6 +29,7 @@ from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import TableNotFoundError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.status_reader import collect_status
+from icepack_dagster.spark.progress import reported_progress
 from icepack_dagster.spark.runner import MaintenanceRunner
 from tests.factories import make_action
 from tests.tables_testkit import table_fingerprint
@@ -133,8 +134,9 @@ def test_the_status_planned_on_stands_for_the_first_read(spark, catalogs: Catalo
 
 
 def test_spark_progress_is_reported_while_an_action_runs(spark, catalogs: CatalogSet, namespace) -> None:
-    """Spark's jobs, stages and tasks reach the progress callback from the watching thread while the
-    procedure runs, and once more when it ends with every task done; every line names the application."""
+    """The watching thread says the action runs, then reports Spark's jobs, stages and tasks while the
+    procedure runs; the line telling the result ends with Spark's progress at the end, every task done;
+    every line names the application."""
     key = make_table(spark, namespace, "watched", commits=10)
     qualified = qualified_table("lake", key)
     before = table_fingerprint(spark, qualified)
@@ -148,14 +150,38 @@ def test_spark_progress_is_reported_while_an_action_runs(spark, catalogs: Catalo
     )
 
     assert result.status == "succeeded", result.error
-    progress = [(thread, PROGRESS.fullmatch(line)) for thread, line in lines if PROGRESS.fullmatch(line)]
-    assert any(thread.startswith("spark-progress-") for thread, _ in progress), lines
-    assert {match["app"] for _, match in progress} == {spark.sparkContext.applicationId}
-    last = progress[-1][1]
-    assert int(last["tasks"]) > 0 and last["tasks_done"] == last["tasks"], lines
-    assert last["jobs_done"] == last["jobs"] and last["stages_done"] == last["stages"], lines
+    watched = [line for thread, line in lines if thread.startswith("spark-progress-")]
+    assert watched[0] == f"table {key.text}: running rewrite_data_files", lines  # the first poll says so
+    progress = [PROGRESS.fullmatch(line) for line in watched[1:]]
+    assert progress and all(progress), lines
+    last_thread, last_line = lines[-1]
+    assert not last_thread.startswith("spark-progress-"), lines
+    assert last_line.startswith(f"table {key.text}: rewrite_data_files succeeded in "), lines
+    final = PROGRESS.search(last_line)
+    assert final is not None, lines
+    assert {match["app"] for match in [*progress, final]} == {spark.sparkContext.applicationId}
+    assert int(final["tasks"]) > 0 and final["tasks_done"] == final["tasks"], lines
+    assert final["jobs_done"] == final["jobs"] and final["stages_done"] == final["stages"], lines
     assert not set(spark.sparkContext.getJobTags())  # the action's tag left with it
     assert table_fingerprint(spark, qualified) == before
+
+
+def test_an_action_ended_before_the_first_poll_is_told_in_its_result_line_only(spark) -> None:
+    """No line says that an action runs when it ended before the first poll (a second by default):
+    its result line tells it all, so a quick action costs the run's log one line, not three. Spark's
+    progress at the end is handed back for that line."""
+    lines: list[str] = []
+    with reported_progress(spark, "quick", "table t: running quick", lines.append) as nothing_ran:
+        pass
+    with reported_progress(spark, "slow", "table t: running slow", lines.append, interval=0.1) as slow:
+        spark.range(0, 1000, 1, 2).count()
+        time.sleep(0.3)  # past the first poll (0.1 s)
+
+    assert nothing_ran.summary is None  # no Spark job ran in the block
+    assert lines[0] == "table t: running slow" and "table t: running quick" not in lines, lines
+    assert slow.summary is not None, lines
+    done = PROGRESS.fullmatch(slow.summary)
+    assert done and done["jobs_done"] == done["jobs"] != "0" and done["tasks_done"] == done["tasks"], slow
 
 
 def test_rewrite_position_delete_files_merges_delete_files(spark, catalogs: CatalogSet, namespace) -> None:

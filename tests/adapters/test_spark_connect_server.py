@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,7 @@ from icepack_dagster.iceberg.catalogs import open_catalog
 from icepack_dagster.settings import IcepackSettings, load_settings
 from icepack_dagster.spark.connect import ConnectMaintenanceSession, command_rows
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
+from icepack_dagster.spark.progress import reported_progress
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session, is_connect_session
 from icepack_dagster.spark.table_sessions import TableSessions
@@ -97,20 +99,26 @@ def test_compaction_through_a_real_connect_server(
         output = result.impact.procedure_output  # the CALL's row, read from the server's answer to sql()
         assert (output["rewritten_data_files_count"], output["added_data_files_count"]) == (6, 1)
         assert table_fingerprint(spark, "lake.connect.events") == before == (120, before[1])
-        # the Connect client gets no task progress: the line saying the action started names the
-        # server's application and the jobs' tag; with the server's UI known, its REST API gives the
-        # progress, ending all done
-        told = [line for line in lines if " on Spark Connect application " in line]
-        assert len(told) == 1, lines
-        assert told[0].startswith("table lake.connect.events: running rewrite_data_files on "), told
-        assert re.search(r"application local-\d+: .* tag icepack-rewrite_data_files-", told[0]), told
-        progress = [line for line in lines if line.startswith("Spark application ")]
+        # the Connect client gets no task progress: with the server's UI known, its REST API gives it,
+        # and the result line ends with it, all done; without, no line has any
+        result_line = lines[-1]
+        assert result_line.startswith("table lake.connect.events: rewrite_data_files succeeded in "), lines
         if not with_ui:
-            assert progress == [] and "set spark.connect_ui_url" in told[0], lines
+            assert not any("Spark application " in line for line in lines), lines
         else:
-            done = re.fullmatch(r"Spark application (local-\d+): jobs (\d+)/\2 done, stages (\d+)/\3.*, "
-                                r"tasks (\d+)/\4", progress[-1])
-            assert done and int(done[2]) >= 1 and done[1] in told[0], lines
+            done = re.search(r"Spark application (local-\d+): jobs (\d+)/\2 done, stages (\d+)/\3.*, "
+                             r"tasks (\d+)/\4\)$", result_line)
+            assert done and int(done[2]) >= 1, lines
+        # an action that outlives the first poll is said to run, naming the server's application and
+        # the tag its jobs carry there
+        told: list[str] = []
+        with reported_progress(spark, "probe", "table t: running probe", told.append, interval=0.1):
+            spark.sql("SELECT count(*) FROM lake.connect.events").collect()
+            time.sleep(0.3)
+        running = "table t: running probe on Spark Connect application "
+        says = [line for line in told if line.startswith(running)]
+        assert len(says) == 1 and re.search(r"application local-\d+: .* tag icepack-probe-", says[0]), told
+        assert ("set spark.connect_ui_url" in says[0]) == (not with_ui), told
     finally:
         spark.stop()
     table = catalog.load_table(("connect", "events"))

@@ -19,6 +19,7 @@ unhealthy."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -149,6 +150,17 @@ def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
     history = engine.history(table_key(broken))
     assert history.consecutive_failures == 1 and history.last_error
     assert all(engine.history(table_key(p)).consecutive_failures == 0 for p in healthy)
+
+    # the run's log: per table one line per action, ending with Spark's progress (a line saying the
+    # action runs only if it outlived the first poll, a second); what was recommended is the
+    # materialization's to say, not a line (in a batch every line is an event the run stores)
+    messages = [e.user_message for e in instance.all_logs(result.run_id) if not e.is_dagster_event]
+    for partition in healthy:
+        ended = [m for m in messages if m.startswith(f"table {partition}: ") and " succeeded in " in m]
+        records = maintained[partition].metadata["actions"].value.records
+        assert ended and len(ended) == sum(r.data["status"] == "succeeded" for r in records), messages
+        assert all(re.search(r"\(Spark application \S+: jobs \d+/\d+ done, .*\)$", m) for m in ended), ended
+    assert not [m for m in messages if "action(s)" in m], messages
 
     recommended = _recommended(result)
     assert set(recommended) == set(partitions), "the recommendation each table's maintenance acted on"

@@ -36,7 +36,12 @@ def maintenance_recommendation(
     """
     engine = icepack.engine
     key = discovered_table(context, engine)
-    _, metadata = recommend_now(engine, key, context.log)
+    recommendation, metadata = recommend_now(engine, key, context.log)
+    if recommendation is not None:
+        context.log.info(
+            f"{key.text}: {len(recommendation.actions)} action(s), {len(recommendation.skipped)} left out"
+            + (" (quarantined)" if metadata["quarantined"].value else "")
+        )
     return dg.MaterializeResult(metadata=metadata)
 
 
@@ -45,7 +50,9 @@ def recommend_now(
 ) -> tuple[Recommendation | None, Metadata]:
     """The recommendation for `key` on its status now, and the metadata of its materialization (what
     a one-table run and each table of a batch run write); None, with metadata saying why, when the
-    table is gone. An invalid policy raises InvalidPolicyError naming the table and the field."""
+    table is gone. An invalid policy raises InvalidPolicyError naming the table and the field. Only a
+    gone table is logged (a warning): a one-table run also logs what was recommended, a batch run does
+    not (its materialization says it, and each line is an event the run stores, per table)."""
     now = utc_now()
     try:
         status = engine.status(key, now)
@@ -72,10 +79,6 @@ def recommend_now(
         ),
         "health": dg.MetadataValue.asset(TABLE_HEALTH),
     }
-    log.info(
-        f"{key.text}: {len(recommendation.actions)} action(s), {len(recommendation.skipped)} left out"
-        + (" (quarantined)" if history.quarantined else "")
-    )
     return recommendation, metadata
 
 
