@@ -49,7 +49,9 @@ class SparkSettings(_Model):
         default=None,
         pattern=r"^https?://[^/\s]+/?$",
         description="The Spark UI of the sc:// master's server (http://host:4040): with it, a run's log "
-        "shows the server's job, stage and task progress of each action, read from the UI's REST API",
+        "shows the server's job, stage and task progress of each action, read from the UI's REST API; "
+        "without it, an action still running after a second is named with the server's application and "
+        "its jobs' tag",
     )
 
     @field_validator("jar_cache")

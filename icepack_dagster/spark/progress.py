@@ -157,15 +157,17 @@ class _Poller(threading.Thread):
         self._report = report
         self._interval = interval
         self._application = application
-        self._running_line = started
+        self.running_line = started
+        self.summary: str | None = None  # Spark's progress when the block ended (`finish`)
         self._finished = threading.Event()
         self.last: SparkProgress | None = None
+        self.told = False  # the line saying the action runs was reported
 
     def run(self) -> None:
         poll = min(1.0, self._interval)
         if self._finished.wait(poll):
             return  # ended before its first poll: the result line tells it all
-        self._report(self._running_line)
+        self.tell_running()
         if self._read_progress is None:
             return
         reported_at = float("-inf")
@@ -182,12 +184,17 @@ class _Poller(threading.Thread):
             if self._finished.wait(poll):
                 return
 
+    def tell_running(self) -> None:
+        """Report the line saying the action runs."""
+        self._report(self.running_line)
+        self.told = True
+
     def _read(self) -> SparkProgress | None:
         if self._read_progress is None:
             return None
         try:
             return self._read_progress()
-        except (Py4JError, PySparkException, ProgressUnavailable) as error:  # Spark stopped: stop reporting
+        except Exception as error:  # best effort: a failed read ends the reporting, never the action
             logger.debug("Spark progress of %s no longer readable: %s", self._tag, error)
             return None
 
@@ -227,13 +234,29 @@ def reported_progress(
         yield outcome
         return
     poller = _Poller(partial(read_progress, context, tag), tag, report, interval, application, started)
-    poller.start()
     try:
-        yield outcome
+        with _polled(poller):
+            yield outcome
+        outcome.summary = poller.summary
     finally:
-        outcome.summary = poller.finish()
         with suppress(Py4JError):
             context.removeJobTag(tag)
+
+
+@contextmanager
+def _polled(poller: _Poller) -> Iterator[None]:
+    """Run `poller` for the block and stop it after. A block that raises gets no result line, so when
+    it raised before the first poll the line saying the action runs is reported now: the log still
+    names the table and the action."""
+    poller.start()
+    try:
+        yield
+    except BaseException:
+        poller.summary = poller.finish()
+        if not poller.told:
+            poller.tell_running()
+        raise
+    poller.summary = poller.finish()
 
 
 @contextmanager
@@ -258,12 +281,12 @@ def _tagged_connect_jobs(
         told = f"{started} on Spark Connect application {application}: progress of tag {tag} from {ui_url}"
         read = partial(read_ui_progress, ui_url, application, tag)
         poller = _Poller(read, tag, report, interval, application, told)
-    poller.start()
     try:
-        yield
+        with _polled(poller):
+            yield
+        outcome.summary = poller.summary
     finally:
         session.removeTag(tag)
-        outcome.summary = poller.finish()
 
 
 def _connect_application(session: SparkSession) -> str:

@@ -169,7 +169,8 @@ def test_spark_progress_is_reported_while_an_action_runs(spark, catalogs: Catalo
 def test_an_action_ended_before_the_first_poll_is_told_in_its_result_line_only(spark) -> None:
     """No line says that an action runs when it ended before the first poll (a second by default):
     its result line tells it all, so a quick action costs the run's log one line, not three. Spark's
-    progress at the end is handed back for that line."""
+    progress at the end is handed back for that line. An action that raised before the first poll gets
+    no result line, so the line saying it ran is reported then."""
     lines: list[str] = []
     with reported_progress(spark, "quick", "table t: running quick", lines.append) as nothing_ran:
         pass
@@ -177,7 +178,11 @@ def test_an_action_ended_before_the_first_poll_is_told_in_its_result_line_only(s
         spark.range(0, 1000, 1, 2).count()
         time.sleep(0.3)  # past the first poll (0.1 s)
 
+    with pytest.raises(RuntimeError), reported_progress(spark, "boom", "table t: running boom", lines.append):
+        raise RuntimeError("the action broke before the first poll")  # no result line will follow
+
     assert nothing_ran.summary is None  # no Spark job ran in the block
+    assert lines[-1] == "table t: running boom", lines  # so the log still names what was running
     assert lines[0] == "table t: running slow" and "table t: running quick" not in lines, lines
     assert slow.summary is not None, lines
     done = PROGRESS.fullmatch(slow.summary)
