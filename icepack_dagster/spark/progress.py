@@ -158,7 +158,6 @@ class _Poller(threading.Thread):
         self._interval = interval
         self._application = application
         self.running_line = started
-        self.summary: str | None = None  # Spark's progress when the block ended (`finish`)
         self._finished = threading.Event()
         self.last: SparkProgress | None = None
         self.told = False  # the line saying the action runs was reported
@@ -235,28 +234,27 @@ def reported_progress(
         return
     poller = _Poller(partial(read_progress, context, tag), tag, report, interval, application, started)
     try:
-        with _polled(poller):
+        with _polled(poller, outcome):
             yield outcome
-        outcome.summary = poller.summary
     finally:
         with suppress(Py4JError):
             context.removeJobTag(tag)
 
 
 @contextmanager
-def _polled(poller: _Poller) -> Iterator[None]:
-    """Run `poller` for the block and stop it after. A block that raises gets no result line, so when
-    it raised before the first poll the line saying the action runs is reported now: the log still
-    names the table and the action."""
+def _polled(poller: _Poller, outcome: ActionProgress) -> Iterator[None]:
+    """Run `poller` for the block, stop it after and keep Spark's progress at the end in `outcome`. A
+    block that raises gets no result line, so when it raised before the first poll the line saying the
+    action runs is reported now: the log still names the table and the action."""
     poller.start()
     try:
         yield
     except BaseException:
-        poller.summary = poller.finish()
+        poller.finish()
         if not poller.told:
             poller.tell_running()
         raise
-    poller.summary = poller.finish()
+    outcome.summary = poller.finish()
 
 
 @contextmanager
@@ -282,9 +280,8 @@ def _tagged_connect_jobs(
         read = partial(read_ui_progress, ui_url, application, tag)
         poller = _Poller(read, tag, report, interval, application, told)
     try:
-        with _polled(poller):
+        with _polled(poller, outcome):
             yield
-        outcome.summary = poller.summary
     finally:
         session.removeTag(tag)
 

@@ -131,8 +131,8 @@ class MaintenanceRunner:
         ) as spark_progress:
             result = self._execute(session, key, plan)
         after = meter.after()  # also after a failure: partial progress may have committed part of it
-        spark = f" ({spark_progress.summary})" if spark_progress.summary else ""
-        progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s{spark}")
+        ended = f" ({spark_progress.summary})" if spark_progress.summary else ""
+        progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s{ended}")
         return result.model_copy(update={"impact": measured(result.impact, before, after)})
 
     def _check_exists(self, key: TableKey, session: SparkSession) -> None:

@@ -136,7 +136,7 @@ def test_the_status_planned_on_stands_for_the_first_read(spark, catalogs: Catalo
 def test_spark_progress_is_reported_while_an_action_runs(spark, catalogs: CatalogSet, namespace) -> None:
     """The watching thread says the action runs, then reports Spark's jobs, stages and tasks while the
     procedure runs; the line telling the result ends with Spark's progress at the end, every task done;
-    every line names the application."""
+    every progress line names the application."""
     key = make_table(spark, namespace, "watched", commits=10)
     qualified = qualified_table("lake", key)
     before = table_fingerprint(spark, qualified)
