@@ -39,7 +39,7 @@ def main() -> None:
     tracker = StatusTracker()
 
     def refresh() -> FleetRefresh:
-        return tracker.refresh(bench.catalog, keys, bench.settings.thresholds, datetime.now(UTC))
+        return tracker.refresh(bench.catalogs, "lake", keys, bench.settings.thresholds, datetime.now(UTC))
 
     cold_wall, cold_cpu, cold = timed(refresh)
     assert not cold.failures, list(cold.failures.items())[:3]

@@ -95,3 +95,11 @@ class TableStatus(BaseModel):
     @property
     def average_data_file_bytes(self) -> float:
         return self.live_data_bytes / self.live_data_files if self.live_data_files else 0.0
+
+
+def snapshot_ages(span: tuple[int, int] | None, now: datetime) -> tuple[float | None, float | None]:
+    """Ages in seconds at `now` of the oldest and newest snapshot of `span` (never negative)."""
+    if span is None:
+        return None, None
+    now_ms = now.timestamp() * 1000
+    return max(0.0, (now_ms - span[0]) / 1000), max(0.0, (now_ms - span[1]) / 1000)

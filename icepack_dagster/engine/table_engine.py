@@ -28,7 +28,6 @@ from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables, matches
 from icepack_dagster.iceberg.manifest_cache import ManifestCache
-from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
 from icepack_dagster.policy_file import load_policy_rules
@@ -108,6 +107,9 @@ class Engine:
 
     # --- measuring and judging ------------------------------------------------------------------
     def status(self, key: TableKey, now: datetime | None = None) -> TableStatus:
+        # PyIceberg's readers, imported when a table is first measured (see iceberg/catalogs.py)
+        from icepack_dagster.iceberg.status_reader import collect_status
+
         return collect_status(
             self.catalogs.get(key.catalog),
             key,
@@ -138,13 +140,8 @@ class Engine:
             for key in catalog_keys:
                 if key in known:
                     tracker.remember(key, known[key])
-            try:
-                catalog = self.catalogs.get(name)
-            except IcepackError as error:
-                failed = {key.text: str(error) for key in catalog_keys}
-                refreshes.append(FleetRefresh(statuses={}, read=(), unchanged=(), failures=failed))
-                continue
-            refreshes.append(tracker.refresh(catalog, catalog_keys, self.settings.thresholds, now))
+            thresholds = self.settings.thresholds
+            refreshes.append(tracker.refresh(self.catalogs, name, catalog_keys, thresholds, now))
         return FleetRefresh(
             statuses={t: s for r in refreshes for t, s in r.statuses.items()},
             read=tuple(t for r in refreshes for t in r.read),

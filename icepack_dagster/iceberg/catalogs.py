@@ -1,14 +1,18 @@
-"""PyIceberg catalogs built from settings, with errors translated into what to do next."""
+"""PyIceberg catalogs built from settings, with errors translated into what to do next.
+
+PyIceberg is imported when a catalog is first opened, not with this module: a steady health sync of SQL
+catalogs learns every table's metadata file from the catalog's own table (`sql_catalog_listing.py`),
+reads no table, and so never needs PyIceberg, whose import is a tenth of such a run's CPU.
+"""
 
 from __future__ import annotations
 
 import logging
 import sqlite3
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from pyiceberg.catalog import Catalog, load_catalog
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-from pyiceberg.table import Table
+from sqlalchemy.engine import Engine as SqlEngine
 
 from icepack_dagster.catalog_config import embedded_paths, pyiceberg_properties
 from icepack_dagster.domain.table_key import TableKey
@@ -25,7 +29,12 @@ from icepack_dagster.iceberg.catalog_errors import (
     is_transient,
     with_retries,
 )
-from icepack_dagster.settings import EmbeddedCatalogSettings, IcepackSettings
+from icepack_dagster.iceberg.sql_catalog_listing import listing_engine, metadata_locations
+from icepack_dagster.settings import CatalogSettings, EmbeddedCatalogSettings, IcepackSettings
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +52,21 @@ def prepare_embedded_catalog(catalog: EmbeddedCatalogSettings, settings: Icepack
         connection.close()
 
 
-def open_catalog(name: str, settings: IcepackSettings) -> Catalog:
-    """The PyIceberg catalog called `name`; creates an embedded catalog's files on first use."""
+def catalog_settings(name: str, settings: IcepackSettings) -> CatalogSettings:
+    """The settings of the catalog called `name`, or a `ConfigurationError` naming the configured ones."""
     try:
-        catalog = settings.catalogs[name]
+        return settings.catalogs[name]
     except KeyError:
         raise ConfigurationError(
             f"no catalog named {name!r}; configured catalogs: {sorted(settings.catalogs)}"
         ) from None
+
+
+def open_catalog(name: str, settings: IcepackSettings) -> Catalog:
+    """The PyIceberg catalog called `name`; creates an embedded catalog's files on first use."""
+    from pyiceberg.catalog import load_catalog
+
+    catalog = catalog_settings(name, settings)
     if isinstance(catalog, EmbeddedCatalogSettings):
         prepare_embedded_catalog(catalog, settings)
     try:
@@ -70,12 +86,31 @@ class CatalogSet:
     def __init__(self, settings: IcepackSettings) -> None:
         self.settings = settings
         self._open = lru_cache(maxsize=None)(self._open_uncached)
+        self._listing_engine = lru_cache(maxsize=None)(self._listing_engine_uncached)
 
     def _open_uncached(self, name: str) -> Catalog:
         return open_catalog(name, self.settings)
 
     def get(self, name: str) -> Catalog:
         return self._open(name)
+
+    def metadata_locations(
+        self, name: str, identifiers: list[tuple[str, ...]]
+    ) -> dict[tuple[str, ...], str] | None:
+        """The current metadata file of each of `identifiers` (a table missing from the result does not
+        exist) for a SQL catalog, without opening it through PyIceberg; None for catalogs that keep no
+        such list (REST, Glue), whose tables must be loaded one by one to learn it."""
+        engine = self._listing_engine(name)
+        return metadata_locations(engine, name, identifiers) if engine is not None else None
+
+    def _listing_engine_uncached(self, name: str) -> SqlEngine | None:
+        catalog = catalog_settings(name, self.settings)
+        properties = pyiceberg_properties(name, catalog, self.settings)
+        if properties["type"] != "sql":
+            return None
+        if isinstance(catalog, EmbeddedCatalogSettings):
+            prepare_embedded_catalog(catalog, self.settings)
+        return listing_engine(properties["uri"])
 
     @property
     def names(self) -> list[str]:
@@ -96,6 +131,8 @@ def load_table(catalog: Catalog, key: TableKey) -> Table:
     """The PyIceberg table. A missing one is `TableNotFoundError`; a catalog that keeps failing
     transiently (retried with backoff) `CatalogUnavailableError`; a bug `InternalError` (traceback
     logged); anything else `MetadataReadError`; each naming the table."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
     try:
         return with_retries(lambda: catalog.load_table(key.identifier))
     except (NoSuchTableError, NoSuchNamespaceError):

@@ -11,13 +11,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
-from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchNamespaceError
 
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.iceberg.catalogs import CatalogSet
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
 
 log = logging.getLogger(__name__)
 

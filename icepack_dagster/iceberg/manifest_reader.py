@@ -12,10 +12,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import fastavro
-from pyiceberg.io import FileIO
 
 from icepack_dagster.iceberg.avro_walk import decode_long, encode_long
 from icepack_dagster.iceberg.manifest_entries import ManifestEntries
@@ -29,6 +28,9 @@ from icepack_dagster.iceberg.manifest_summary import (
     large_file_threshold,
     partition_id,
 )
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
 
 ENTRY_DELETED = 2
 CONTENT_DATA, CONTENT_POSITION_DELETES, CONTENT_EQUALITY_DELETES = 0, 1, 2

@@ -20,7 +20,7 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from icepack_dagster.domain.file_size_limits import file_size_limits
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.snapshot_graph import RefFacts, SnapshotGraph
-from icepack_dagster.domain.status import FileSizeBucket, TableStatus
+from icepack_dagster.domain.status import FileSizeBucket, TableStatus, snapshot_ages
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.iceberg.catalog_errors import METADATA_READ_ERRORS, unreadable_metadata, with_retries
 from icepack_dagster.iceberg.catalogs import load_table
@@ -76,14 +76,6 @@ def snapshot_span(metadata: TableMetadata) -> tuple[int, int] | None:
     """Timestamps (ms) of the oldest and newest retained snapshot; None with no snapshot."""
     stamps = [s.timestamp_ms for s in metadata.snapshots]
     return (min(stamps), max(stamps)) if stamps else None
-
-
-def snapshot_ages(span: tuple[int, int] | None, now: datetime) -> tuple[float | None, float | None]:
-    """Ages in seconds at `now` of the oldest and newest snapshot of `span` (never negative)."""
-    if span is None:
-        return None, None
-    now_ms = now.timestamp() * 1000
-    return max(0.0, (now_ms - span[0]) / 1000), max(0.0, (now_ms - span[1]) / 1000)
 
 
 # The graph travels with every status (Dagster metadata, `status --json`): past this many snapshots it

@@ -3,8 +3,10 @@
 An Iceberg table's facts are fixed by its metadata file; only the snapshot ages move with the clock. So
 a tracker that knows a table's last status and the metadata file it came from need not read the table
 again while that file is current. One query lists every table's current metadata location (SQL
-catalogs); other catalogs load each table (one request) to learn it. A changed table is read again,
-decoding only manifests the tracker's `ManifestCache` has not seen.
+catalogs, `sql_catalog_listing.py`); other catalogs load each table (one request) to learn it. A changed
+table is read again, decoding only manifests the tracker's `ManifestCache` has not seen. The catalog is
+opened through PyIceberg only when some table must be loaded, so a refresh of unchanged tables of a SQL
+catalog never imports PyIceberg.
 
 What the tracker knows comes from its own earlier refreshes or, in a new process, from `remember`
 (the platform seeds it with each table's last materialized status).
@@ -15,50 +17,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
-from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from pyiceberg.table import Table
-from sqlalchemy import select, tuple_
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
 
 from icepack_dagster.domain.file_size_limits import file_size_limits
 from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.status import TableStatus, snapshot_ages
 from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.exceptions import CatalogUnavailableError, IcepackError, TableNotFoundError
-from icepack_dagster.iceberg.catalogs import load_table
+from icepack_dagster.exceptions import IcepackError, TableNotFoundError
+from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.iceberg.manifest_cache import ManifestCache
-from icepack_dagster.iceberg.status_reader import read_status, snapshot_ages, snapshot_span
 
-_CHUNK = 500
-
-
-def metadata_locations(
-    catalog: Catalog, identifiers: Sequence[tuple[str, ...]] | None = None
-) -> dict[tuple[str, ...], str] | None:
-    """The current metadata file of every table, or of `identifiers` only (identifier -> location), for
-    a SQL catalog, in one query per 500 tables; None for other catalog kinds, whose tables must be
-    loaded one by one to learn it. A table missing from the result does not exist."""
-    if not isinstance(catalog, SqlCatalog):
-        return None
-    columns = (IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location)
-    query = select(*columns).where(IcebergTables.catalog_name == catalog.name)
-    pair = tuple_(IcebergTables.table_namespace, IcebergTables.table_name)
-    wanted = [(".".join(i[:-1]), i[-1]) for i in identifiers] if identifiers is not None else None
-    queries = [query]
-    if wanted is not None:
-        queries = [query.where(pair.in_(wanted[i : i + _CHUNK])) for i in range(0, len(wanted), _CHUNK)]
-    try:
-        with Session(catalog.engine) as session:
-            rows = [row for chunk in queries for row in session.execute(chunk).all()]
-    except SQLAlchemyError as error:
-        raise CatalogUnavailableError(
-            f"catalog {catalog.name!r}: its table list could not be read ({type(error).__name__}: {error})"
-        ) from error
-    return {(*Catalog.identifier_to_tuple(ns), name): loc for ns, name, loc in rows if loc is not None}
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
 
 
 class FleetRefresh(BaseModel):
@@ -114,20 +87,33 @@ class StatusTracker:
         )
 
     def refresh(
-        self, catalog: Catalog, keys: Iterable[TableKey], thresholds: HealthThresholds, now: datetime
+        self,
+        catalogs: CatalogSet,
+        name: str,
+        keys: Iterable[TableKey],
+        thresholds: HealthThresholds,
+        now: datetime,
     ) -> FleetRefresh:
-        """A status for each of `keys` at `now`, reading only tables whose metadata file changed."""
+        """A status for each of `keys` (tables of catalog `name`) at `now`, reading only tables whose
+        metadata file changed; the catalog is opened only if one must be read."""
         if now.tzinfo is None:
             raise ValueError(f"StatusTracker.refresh: 'now' must be timezone-aware, got {now!r}")
         keys = list(keys)
         try:
-            locations = metadata_locations(catalog, [key.identifier for key in keys])
-        except CatalogUnavailableError as error:
+            locations = catalogs.metadata_locations(name, [key.identifier for key in keys])
+        except IcepackError as error:
             for key in keys:
                 self._known.pop(key, None)
             failed = {key.text: str(error) for key in keys}
             return FleetRefresh(statuses={}, read=(), unchanged=(), failures=failed)
-        outcomes = self._outcomes(catalog, keys, thresholds, now, locations)
+        kept = {key: self._kept(key, thresholds, locations) for key in keys}
+        catalog: Catalog | IcepackError | None = None
+        if any(kept[key] is None and (locations is None or key.identifier in locations) for key in keys):
+            try:
+                catalog = catalogs.get(name)
+            except IcepackError as error:
+                catalog = error  # each table that must be loaded fails with it; the others are aged
+        outcomes = self._outcomes(catalog, keys, kept, thresholds, now, locations)
         statuses: dict[str, TableStatus] = {}
         read: list[str] = []
         unchanged: list[str] = []
@@ -148,15 +134,29 @@ class StatusTracker:
             statuses=statuses, read=tuple(read), unchanged=tuple(unchanged), failures=failures
         )
 
+    def _kept(
+        self, key: TableKey, thresholds: HealthThresholds, locations: dict[tuple[str, ...], str] | None
+    ) -> _Known | None:
+        """What the tracker knows of the table, if it still holds without loading the table: measured
+        under today's file-size limits, from the metadata file the catalog lists now."""
+        known = self._known.get(key)
+        if known is None or locations is None or locations.get(key.identifier) != known.metadata_location:
+            return None
+        return known if _same_limits(key, known.status, thresholds) else None
+
     def _outcomes(
         self,
-        catalog: Catalog,
+        catalog: Catalog | IcepackError | None,
         keys: Sequence[TableKey],
+        kept: dict[TableKey, _Known | None],
         thresholds: HealthThresholds,
         now: datetime,
         locations: dict[tuple[str, ...], str] | None,
     ) -> list[_Outcome]:
         def one(key: TableKey) -> _Outcome:
+            still = kept[key]
+            if still is not None:
+                return _Outcome(status=_aged(still, now))
             return self._refresh_one(catalog, key, thresholds, now, locations)
 
         if self.table_workers == 1 or len(keys) <= 1:
@@ -166,12 +166,13 @@ class StatusTracker:
 
     def _refresh_one(
         self,
-        catalog: Catalog,
+        catalog: Catalog | IcepackError | None,
         key: TableKey,
         thresholds: HealthThresholds,
         now: datetime,
         locations: dict[tuple[str, ...], str] | None,
     ) -> _Outcome:
+        """Load the table and read its status, unless its metadata file is the one already measured."""
         known = self._known.get(key)
         if known is not None and not _same_limits(key, known.status, thresholds):
             known = None  # thresholds changed since: small-file counts must be taken again
@@ -179,27 +180,31 @@ class StatusTracker:
             listed = locations.get(key.identifier) if locations is not None else None
             if locations is not None and listed is None:
                 raise TableNotFoundError(f"table {key.text} does not exist in catalog {key.catalog!r}")
-            if known is not None and listed == known.metadata_location:
-                return _Outcome(status=_aged(known, now))
+            if isinstance(catalog, IcepackError):
+                raise catalog
+            assert catalog is not None, "refresh opens the catalog whenever a table must be loaded"
             table = load_table(catalog, key)
             if known is not None and table.metadata_location == known.metadata_location:
                 return _Outcome(status=_aged(known, now))  # a catalog without a location listing
-            status = self._read(table, key, thresholds, now)
+            status, span = self._read(table, key, thresholds, now)
         except IcepackError as error:
             return _Outcome(error=str(error))
         except Exception as error:  # storage and catalog clients raise their own errors: one table fails
             problem = f"{type(error).__name__}: {error}"
             return _Outcome(error=f"table {key.text}: status could not be read ({problem})")
         # The listed location, when older than the loaded one, makes the next refresh read again: safe.
-        known = _Known(
-            metadata_location=listed or table.metadata_location,
-            status=status,
-            snapshot_span=snapshot_span(table.metadata),
-        )
+        known = _Known(metadata_location=listed or table.metadata_location, status=status, snapshot_span=span)
         return _Outcome(status=status, known=known)
 
-    def _read(self, table: Table, key: TableKey, thresholds: HealthThresholds, now: datetime) -> TableStatus:
-        return read_status(table, key, thresholds, now, self.workers, self.cache)
+    def _read(
+        self, table: Table, key: TableKey, thresholds: HealthThresholds, now: datetime
+    ) -> tuple[TableStatus, tuple[int, int] | None]:
+        """The table's status and its snapshot span (PyIceberg's readers, imported only when a table is
+        read)."""
+        from icepack_dagster.iceberg.status_reader import read_status, snapshot_span
+
+        status = read_status(table, key, thresholds, now, self.workers, self.cache)
+        return status, snapshot_span(table.metadata)
 
 
 def _same_limits(key: TableKey, status: TableStatus, thresholds: HealthThresholds) -> bool:

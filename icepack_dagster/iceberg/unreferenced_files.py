@@ -13,9 +13,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pyiceberg.io import FileIO
-from pyiceberg.table import Table
-
 from icepack_dagster.domain.safety import (
     UnreferencedFile,
     UnreferencedFiles,
@@ -30,6 +27,8 @@ from icepack_dagster.iceberg.manifest_reader import ManifestRef, live_file_paths
 
 if TYPE_CHECKING:
     from pyarrow import fs as pafs
+    from pyiceberg.io import FileIO
+    from pyiceberg.table import Table
 
 
 def referenced_locations(table: Table) -> set[str]:

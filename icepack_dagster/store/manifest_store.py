@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine as SqlEngine
 from sqlalchemy.exc import SQLAlchemyError
 
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.iceberg.manifest_reader import ManifestSummary, PartitionFiles
+from icepack_dagster.iceberg.manifest_summary import ManifestSummary, PartitionFiles
 from icepack_dagster.store.state_database import open_state_database, redacted_url
 
 _log = logging.getLogger(__name__)

@@ -3,7 +3,9 @@ is not read at all (its status survives the loss of its metadata file) and only 
 `now`; a changed table is read again, decoding only new manifests; a dropped table is a failure naming
 it, the others are still measured. What a tracker knows can come from another process (`remember`, as
 the platform seeds it from the last materialized status); a status measured under other file-size
-limits is measured again. Tables are read in parallel with the same results, in both catalogs.
+limits is measured again. Tables are read in parallel with the same results, in both catalogs. A SQL
+catalog's table list is read from the catalog's own table, and the catalog is opened through PyIceberg
+only when a table must be loaded: a refresh of unchanged tables never opens it.
 """
 
 from __future__ import annotations
@@ -15,15 +17,13 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 import pytest
-from pyiceberg.catalog import Catalog
-from pyiceberg.table import Table
 
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.status_reader import read_status
-from icepack_dagster.iceberg.status_tracker import StatusTracker, metadata_locations
+from icepack_dagster.iceberg.status_tracker import StatusTracker
 from tests.adapters.test_status_reader import _table
 
 pytestmark = pytest.mark.spark
@@ -32,14 +32,24 @@ THRESHOLDS = HealthThresholds()
 CATALOGS = pytest.mark.parametrize("catalog", ["lake", "pg"])
 
 
-class WithoutListing:
-    """A real catalog seen through `load_table` only, as catalogs without a location listing are."""
+class WithoutListing(CatalogSet):
+    """The real catalogs seen as catalogs without a location listing (REST, Glue) are: every table is
+    loaded to learn its metadata file."""
 
-    def __init__(self, inner: Catalog) -> None:
-        self.inner = inner
+    def metadata_locations(self, name: str, identifiers: list[tuple[str, ...]]) -> None:
+        return None
 
-    def load_table(self, identifier: tuple[str, ...]) -> Table:
-        return self.inner.load_table(identifier)
+
+class Opening(CatalogSet):
+    """The real catalogs, counting each time a refresh asks for a catalog opened through PyIceberg."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.opened: list[str] = []
+
+    def get(self, name: str) -> Any:
+        self.opened.append(name)
+        return super().get(name)
 
 
 def _tables(spark: Any, catalogs: CatalogSet, catalog: str, namespace: str, count: int) -> list[TableKey]:
@@ -57,7 +67,7 @@ def test_refresh_reads_only_changed_tables(spark, catalogs, namespace, catalog) 
     keys = _tables(spark, catalogs, catalog, namespace, 3)
     tracker, now = StatusTracker(), datetime.now(UTC)
 
-    first = tracker.refresh(catalogs.get(catalog), keys, THRESHOLDS, now)
+    first = tracker.refresh(catalogs, catalog, keys, THRESHOLDS, now)
     assert first.read == tuple(k.text for k in keys) and not first.unchanged and not first.failures
 
     changed, gone, kept = keys
@@ -67,7 +77,7 @@ def test_refresh_reads_only_changed_tables(spark, catalogs, namespace, catalog) 
     catalogs.get(catalog).drop_table(gone.identifier)
     later = now + timedelta(hours=1)
 
-    second = tracker.refresh(catalogs.get(catalog), keys, THRESHOLDS, later)
+    second = tracker.refresh(catalogs, catalog, keys, THRESHOLDS, later)
 
     assert second.read == (changed.text,) and second.unchanged == (kept.text,)
     assert gone.text in second.failures[gone.text] and "does not exist" in second.failures[gone.text]
@@ -86,13 +96,13 @@ def test_refresh_reads_only_changed_tables(spark, catalogs, namespace, catalog) 
 
 def test_refresh_without_a_location_listing_loads_but_does_not_remeasure(spark, catalogs, namespace) -> None:
     keys = _tables(spark, catalogs, "lake", namespace, 2)
-    catalog = WithoutListing(catalogs.get("lake"))
+    unlisted = WithoutListing(catalogs.settings)
     tracker = StatusTracker()
     now = datetime.now(UTC)
 
-    first = tracker.refresh(catalog, keys, THRESHOLDS, now)  # type: ignore[arg-type]
+    first = tracker.refresh(unlisted, "lake", keys, THRESHOLDS, now)
     spark.sql(f"INSERT INTO lake.{namespace}.fleet_1 VALUES (5)")
-    second = tracker.refresh(catalog, keys, THRESHOLDS, now)  # type: ignore[arg-type]
+    second = tracker.refresh(unlisted, "lake", keys, THRESHOLDS, now)
 
     assert len(first.read) == 2 and second.unchanged == (keys[0].text,) and second.read == (keys[1].text,)
     assert isinstance(second.statuses[keys[1].text], TableStatus)
@@ -108,7 +118,7 @@ def test_invalid_tracker_settings_are_refused() -> None:
 def test_a_remembered_status_spares_the_read_in_a_new_process(spark, catalogs, namespace, catalog) -> None:
     keys = _tables(spark, catalogs, catalog, namespace, 3)
     now = datetime.now(UTC)
-    earlier = StatusTracker().refresh(catalogs.get(catalog), keys, THRESHOLDS, now)
+    earlier = StatusTracker().refresh(catalogs, catalog, keys, THRESHOLDS, now)
     # What the platform keeps: the status as JSON in a materialization, decoded by the next run.
     remembered = {
         key: TableStatus.model_validate_json(earlier.statuses[key.text].model_dump_json()) for key in keys
@@ -119,7 +129,7 @@ def test_a_remembered_status_spares_the_read_in_a_new_process(spark, catalogs, n
     for key, status in remembered.items():
         tracker.remember(key, status)
     later = now + timedelta(minutes=15)
-    refresh = tracker.refresh(catalogs.get(catalog), keys, THRESHOLDS, later)
+    refresh = tracker.refresh(catalogs, catalog, keys, THRESHOLDS, later)
 
     assert refresh.unchanged == (keys[0].text, keys[1].text) and refresh.read == (keys[2].text,)
     assert tracker.cache.misses == 2  # only the changed table's manifests: its old one and its new one
@@ -130,16 +140,41 @@ def test_a_remembered_status_spares_the_read_in_a_new_process(spark, catalogs, n
     assert refresh.statuses[keys[2].text].total_records == 2
 
 
+@CATALOGS
+def test_unchanged_tables_are_aged_without_opening_the_catalog(spark, catalogs, namespace, catalog) -> None:
+    keys = _tables(spark, catalogs, catalog, namespace, 3)
+    now = datetime.now(UTC)
+    measured = StatusTracker().refresh(catalogs, catalog, keys, THRESHOLDS, now)
+    tracker = StatusTracker()
+    for key in keys:
+        tracker.remember(key, measured.statuses[key.text])
+    opening = Opening(catalogs.settings)
+    kept, gone, changed = keys
+    catalogs.get(catalog).drop_table(gone.identifier)
+
+    steady = tracker.refresh(opening, catalog, keys, THRESHOLDS, now + timedelta(minutes=15))
+
+    assert steady.unchanged == (kept.text, changed.text) and list(steady.failures) == [gone.text]
+    assert "does not exist" in steady.failures[gone.text]
+    assert opening.opened == []  # listed, aged and found missing: no table was loaded
+
+    spark.sql(f"INSERT INTO {catalog}.{namespace}.fleet_2 VALUES (5)")
+    later = tracker.refresh(opening, catalog, [kept, changed], THRESHOLDS, now + timedelta(minutes=30))
+
+    assert later.unchanged == (kept.text,) and later.read == (changed.text,)
+    assert later.statuses[changed.text].total_records == 2 and opening.opened == [catalog]
+
+
 def test_a_status_measured_under_other_file_size_limits_is_read_again(spark, catalogs, namespace) -> None:
     keys = _tables(spark, catalogs, "lake", namespace, 1)
     now = datetime.now(UTC)
-    status = StatusTracker().refresh(catalogs.get("lake"), keys, THRESHOLDS, now).statuses[keys[0].text]
+    status = StatusTracker().refresh(catalogs, "lake", keys, THRESHOLDS, now).statuses[keys[0].text]
     tracker = StatusTracker()
     tracker.remember(keys[0], status)
-    assert tracker.refresh(catalogs.get("lake"), keys, THRESHOLDS, now).unchanged == (keys[0].text,)
+    assert tracker.refresh(catalogs, "lake", keys, THRESHOLDS, now).unchanged == (keys[0].text,)
 
     wider = THRESHOLDS.model_copy(update={"small_file_default_ratio": 0.5})
-    again = tracker.refresh(catalogs.get("lake"), keys, wider, now)
+    again = tracker.refresh(catalogs, "lake", keys, wider, now)
     assert again.read == (keys[0].text,)
     assert again.statuses[keys[0].text].small_file_threshold_bytes != status.small_file_threshold_bytes
 
@@ -147,8 +182,8 @@ def test_a_status_measured_under_other_file_size_limits_is_read_again(spark, cat
 def test_parallel_reads_give_the_same_statuses(spark, catalogs, namespace) -> None:
     keys = _tables(spark, catalogs, "lake", namespace, 4)
     now = datetime.now(UTC)
-    one = StatusTracker().refresh(catalogs.get("lake"), keys, THRESHOLDS, now)
-    four = StatusTracker(table_workers=4).refresh(catalogs.get("lake"), keys, THRESHOLDS, now)
+    one = StatusTracker().refresh(catalogs, "lake", keys, THRESHOLDS, now)
+    four = StatusTracker(table_workers=4).refresh(catalogs, "lake", keys, THRESHOLDS, now)
     assert one == four and len(four.read) == 4
 
 
@@ -162,7 +197,7 @@ def test_locations_of_chosen_tables_in_nested_namespaces(catalogs, namespace, ca
     lake.create_table((namespace, "b"), schema=schema)  # same name, other namespace: not asked for
 
     asked = [(*nested, "a.dotted"), (*nested, "b"), (*nested, "missing")]
-    found = metadata_locations(lake, asked)
+    found = catalogs.metadata_locations(catalog, asked)
 
     assert found == {(*nested, name): table.metadata_location for name, table in tables.items()}
 
@@ -182,6 +217,6 @@ def test_ages_stay_exact_when_a_snapshot_was_ahead_of_the_collectors_clock(
     tracker = StatusTracker()
     tracker.remember(key, TableStatus.model_validate_json(measured.model_dump_json()))
     later = early + timedelta(hours=1)
-    aged = tracker.refresh(catalogs.get("lake"), [key], THRESHOLDS, later).statuses[key.text]
+    aged = tracker.refresh(catalogs, "lake", [key], THRESHOLDS, later).statuses[key.text]
 
     assert aged.newest_snapshot_age_seconds == pytest.approx(50 * 60, abs=0.01)
