@@ -48,6 +48,7 @@ from bench import _tables  # noqa: E402
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
 from bench._platform import Platform, RunTimes  # noqa: E402
 from bench.trivial_location import defs as trivial_defs  # noqa: E402
+from bench.trivial_location import trivial  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH  # noqa: E402
 from icepack_dagster.defs.health_sync.job import (  # noqa: E402
@@ -61,6 +62,7 @@ from icepack_dagster.settings import load_settings  # noqa: E402
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 ICEPACK_LOCATION = "icepack_dagster"  # workspace.yaml
 TRIVIAL_LOCATION = "bench.trivial_location"
+TRIVIAL_JOB = trivial.name
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,7 @@ def measure(
 ) -> tuple[float, list[Round]]:
     """The first sync in process, one unmeasured real run of each job, then `count` rounds."""
     instance = platform.instance
-    trivial_job = trivial_defs.resolve_job_def("trivial")
+    trivial_job = trivial_defs.resolve_job_def(TRIVIAL_JOB)
 
     def in_process() -> Any:
         return job.execute_in_process(instance=instance, run_config=run_config)
@@ -157,17 +159,17 @@ def measure(
     first_wall, _, first = timed(in_process)
     assert first.success
     platform.start()
-    warm_ups = (("health_sync", run_config, ICEPACK_LOCATION), ("trivial", QUIET, TRIVIAL_LOCATION))
+    warm_ups = ((job.name, run_config, ICEPACK_LOCATION), (TRIVIAL_JOB, QUIET, TRIVIAL_LOCATION))
     for name, config, location in warm_ups:
         platform.wait([platform.launch(name, config, location=location)], timeout=600)
     rounds = []
     for _ in range(count):
         wall, cpu, result = timed(in_process)
         assert result.success
-        run, run_cpu = real_run(platform, "health_sync", run_config, ICEPACK_LOCATION)
+        run, run_cpu = real_run(platform, job.name, run_config, ICEPACK_LOCATION)
         _, trivial_in_cpu, trivial_result = timed(trivial_in_process)
         assert trivial_result.success
-        trivial, trivial_cpu = real_run(platform, "trivial", QUIET, TRIVIAL_LOCATION)
+        trivial, trivial_cpu = real_run(platform, TRIVIAL_JOB, QUIET, TRIVIAL_LOCATION)
         rounds.append(Round(wall, cpu, run, run_cpu, trivial_in_cpu, trivial, trivial_cpu))
     return first_wall, rounds
 
