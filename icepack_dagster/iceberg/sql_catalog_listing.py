@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Column, MetaData, String, Table, create_engine, select, tuple_
+from sqlalchemy import Column, MetaData, String, Table, create_engine, inspect, select, tuple_
 from sqlalchemy.engine import Engine as SqlEngine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
@@ -42,7 +42,9 @@ def metadata_locations(
     engine: SqlEngine, catalog_name: str, identifiers: Sequence[tuple[str, ...]] | None = None
 ) -> dict[tuple[str, ...], str]:
     """The current metadata file of every table of the catalog, or of `identifiers` only (identifier ->
-    location), in one query per 500 tables. A table missing from the result does not exist."""
+    location), in one query per 500 tables. A table missing from the result does not exist; so does
+    every table of a catalog database without `iceberg_tables` (no catalog was ever opened on it:
+    PyIceberg creates the table then)."""
     columns = ICEBERG_TABLES.c
     query = select(columns.table_namespace, columns.table_name, columns.metadata_location)
     query = query.where(columns.catalog_name == catalog_name)
@@ -55,9 +57,19 @@ def metadata_locations(
         with engine.connect() as connection:
             rows = [row for chunk in queries for row in connection.execute(chunk).all()]
     except SQLAlchemyError as error:
+        if _lacks_table_list(engine):
+            return {}
         raise CatalogUnavailableError(
             f"catalog {catalog_name!r}: its table list could not be read ({type(error).__name__}: {error})"
         ) from error
     return {
         (*namespace.split("."), name): location for namespace, name, location in rows if location is not None
     }
+
+
+def _lacks_table_list(engine: SqlEngine) -> bool:
+    """Whether the database answers and has no `iceberg_tables` (asked only after a listing failed)."""
+    try:
+        return not inspect(engine).has_table(ICEBERG_TABLES.name)
+    except SQLAlchemyError:
+        return False

@@ -5,7 +5,9 @@ it, the others are still measured. What a tracker knows can come from another pr
 the platform seeds it from the last materialized status); a status measured under other file-size
 limits is measured again. Tables are read in parallel with the same results, in both catalogs. A SQL
 catalog's table list is read from the catalog's own table, and the catalog is opened through PyIceberg
-only when a table must be loaded: a refresh of unchanged tables never opens it.
+only when a table must be loaded: a refresh of unchanged tables never opens it. A catalog database
+nothing ever opened (no `iceberg_tables` yet) has no tables; one that does not answer fails every table
+of the refresh with a message naming the catalog.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ import pytest
 from icepack_dagster.domain.health_thresholds import HealthThresholds
 from icepack_dagster.domain.status import TableStatus
 from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.exceptions import CatalogUnavailableError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.status_reader import read_status
 from icepack_dagster.iceberg.status_tracker import StatusTracker
+from icepack_dagster.settings import load_settings
 from tests.adapters.test_status_reader import _table
+from tests.network import free_port
 
 pytestmark = pytest.mark.spark
 
@@ -220,3 +225,23 @@ def test_ages_stay_exact_when_a_snapshot_was_ahead_of_the_collectors_clock(
     aged = tracker.refresh(catalogs, "lake", [key], THRESHOLDS, later).statuses[key.text]
 
     assert aged.newest_snapshot_age_seconds == pytest.approx(50 * 60, abs=0.01)
+
+
+def test_a_catalog_never_opened_has_no_tables_and_one_that_does_not_answer_is_unavailable(
+    tmp_path: Path,
+) -> None:
+    down = {"kind": "postgres", "host": "127.0.0.1", "port": free_port(), "database": "none", "user": "x",
+            "warehouse": str(tmp_path / "down")}
+    fresh = Opening(load_settings(home=tmp_path, catalogs={"lake": {"kind": "embedded"}, "down": down}))
+    key = TableKey(catalog="lake", namespace=("ns",), name="t")
+    now = datetime.now(UTC)
+
+    assert fresh.metadata_locations("lake", [key.identifier]) == {}
+    refresh = StatusTracker().refresh(fresh, "lake", [key], THRESHOLDS, now)
+    assert "does not exist" in refresh.failures[key.text] and fresh.opened == []
+
+    with pytest.raises(CatalogUnavailableError, match="catalog 'down': its table list could not be read"):
+        fresh.metadata_locations("down", [("ns", "t")])
+    gone = TableKey(catalog="down", namespace=("ns",), name="t")
+    failed = StatusTracker().refresh(fresh, "down", [gone], THRESHOLDS, now).failures[gone.text]
+    assert "catalog 'down'" in failed and fresh.opened == []
