@@ -133,6 +133,7 @@ class Engine:
         for key in keys:
             by_catalog.setdefault(key.catalog, []).append(key)
         refreshes = []
+        thresholds = self.settings.thresholds
         for name, catalog_keys in by_catalog.items():
             tracker = StatusTracker(
                 cache=self.manifest_cache, workers=self.settings.status_workers, table_workers=table_workers
@@ -140,7 +141,6 @@ class Engine:
             for key in catalog_keys:
                 if key in known:
                     tracker.remember(key, known[key])
-            thresholds = self.settings.thresholds
             refreshes.append(tracker.refresh(self.catalogs, name, catalog_keys, thresholds, now))
         return FleetRefresh(
             statuses={t: s for r in refreshes for t, s in r.statuses.items()},

@@ -39,20 +39,18 @@ def listing_engine(uri: str) -> SqlEngine:
 
 
 def metadata_locations(
-    engine: SqlEngine, catalog_name: str, identifiers: Sequence[tuple[str, ...]] | None = None
+    engine: SqlEngine, catalog_name: str, identifiers: Sequence[tuple[str, ...]]
 ) -> dict[tuple[str, ...], str]:
-    """The current metadata file of every table of the catalog, or of `identifiers` only (identifier ->
-    location), in one query per 500 tables. A table missing from the result does not exist; so does
+    """The current metadata file of each of `identifiers` (identifier -> location), in one query per 500
+    tables. A table missing from the result does not exist; so does
     every table of a catalog database without `iceberg_tables` (no catalog was ever opened on it:
     PyIceberg creates the table then)."""
     columns = ICEBERG_TABLES.c
     query = select(columns.table_namespace, columns.table_name, columns.metadata_location)
     query = query.where(columns.catalog_name == catalog_name)
-    queries = [query]
-    if identifiers is not None:
-        pair = tuple_(columns.table_namespace, columns.table_name)
-        wanted = [(".".join(identifier[:-1]), identifier[-1]) for identifier in identifiers]
-        queries = [query.where(pair.in_(wanted[i : i + _CHUNK])) for i in range(0, len(wanted), _CHUNK)]
+    pair = tuple_(columns.table_namespace, columns.table_name)
+    wanted = [(".".join(identifier[:-1]), identifier[-1]) for identifier in identifiers]
+    queries = [query.where(pair.in_(wanted[i : i + _CHUNK])) for i in range(0, len(wanted), _CHUNK)]
     try:
         with engine.connect() as connection:
             rows = [row for chunk in queries for row in connection.execute(chunk).all()]
