@@ -27,10 +27,12 @@ HEALTH_EVENT_TAG = "icepack/health_event"
 OUTCOME_TAG = "icepack/outcome"
 MAINTENANCE_POOL = "icepack_maintenance"
 BATCH_TAG = "icepack/batch"
-# Dagster's own run tags (public names in its docs): retries, and the partition of a one-partition run.
+# Dagster's own run tags (public names in its docs): retries, the partition of a one-partition run, and
+# the schedule that requested a run (its scheduler adds it to every run a tick requests).
 MAX_RETRIES_TAG = "dagster/max_retries"
 PARTITION_TAG = "dagster/partition"
 RETRY_ON_FAILURE_TAG = "dagster/retry_on_asset_or_op_failure"
+SCHEDULE_NAME_TAG = "dagster/schedule_name"
 
 
 def maintenance_tags(partition: str, health_storage_id: int | None = None) -> dict[str, str]:

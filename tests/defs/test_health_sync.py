@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 
 import dagster as dg
 import pyarrow as pa
+from dagster_graphql.test.utils import define_out_of_process_context
 
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
@@ -21,10 +22,10 @@ from icepack_dagster.defs.health_sync.job import health_sync_run_config
 from icepack_dagster.defs.health_sync.table_status_and_health import table_status_and_health
 from icepack_dagster.defs.health_sync.table_sync import SYNC_REASON
 from icepack_dagster.defs.materialization_codec import STATE, STATUS_ERROR, decode_status
-from icepack_dagster.defs.run_tags import BATCH_TAG, KIND_TAG, OBSERVATION
+from icepack_dagster.defs.run_tags import BATCH_TAG, KIND_TAG, OBSERVATION, SCHEDULE_NAME_TAG
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
+from icepack_dagster.settings import IcepackSettings, load_settings
 from tests.defs.dagster_testkit import (
     SCHEMA,
     discover,
@@ -261,3 +262,80 @@ def test_a_result_stored_after_a_sync_began_is_not_overwritten(instance: dg.Dags
     )
     assert _written_since(instance, ["lake.ns.a", "lake.ns.b"], began) == {"lake.ns.a"}
     assert _written_since(instance, ["lake.ns.a", "lake.ns.b"], datetime.now(UTC)) == set()
+
+
+
+def test_a_tick_holds_back_a_batch_while_an_earlier_ticks_run_of_it_has_not_ended(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """A sync longer than the schedule's interval must not pile up in the queue: a tick requests no
+    batch whose run from an earlier tick is still queued or running, says which it held back and what
+    to change, and requests it again once that run ended. Runs the schedule did not request (a
+    post-maintenance refresh) hold nothing back. Runs are created as Dagster's scheduler creates them:
+    from the tick's own requests (which carry the schedule's tag) and with the job's origin from a code
+    server loading the code location, which a queued run must have."""
+    tables = [f"lake.ns.t{index}" for index in range(5)]
+    instance.add_dynamic_partitions("iceberg_tables", tables)
+    location = tmp_path / "location.py"
+    location.write_text(
+        "from icepack_dagster.definitions import build_definitions\n"
+        "from icepack_dagster.platform_settings import PlatformSettings\n"
+        "from icepack_dagster.settings import load_settings\n"
+        "from tests.factories import settings_with_platform\n\n"
+        f"settings = load_settings(home={str(tmp_path / 'home')!r})\n"
+        "platform = PlatformSettings(health_sync_batch_size=2)\n"
+        "defs = build_definitions(settings_with_platform(settings, platform))\n"
+    )
+    platform = PlatformSettings(health_sync_batch_size=2)
+    defs = build_definitions(settings_with_platform(load_settings(home=tmp_path / "home"), platform))
+    job = defs.resolve_job_def("health_sync")
+
+    def tick(at: datetime) -> dg.ScheduleExecutionData:
+        schedule = defs.resolve_schedule_def("health_sync_schedule")
+        with dg.build_schedule_context(instance=instance, scheduled_execution_time=at) as context:
+            return schedule.evaluate_tick(context)
+
+    def batches(data: dg.ScheduleExecutionData) -> list[list[str]]:
+        return [r.run_config["ops"][NODE]["config"]["tables"] for r in data.run_requests or []]
+
+    with define_out_of_process_context(str(location), "defs", instance) as context:
+        (name,) = context.code_location_names
+        origin = context.get_code_location(name).get_repository("__repository__").get_full_job(
+            job.name
+        ).get_remote_origin()
+
+        def create(
+            request: dg.RunRequest, status: dg.DagsterRunStatus, tags: dict[str, str] | None = None
+        ) -> dg.DagsterRun:
+            return instance.create_run_for_job(
+                job, run_config=request.run_config, tags=request.tags if tags is None else tags,
+                status=status, remote_job_origin=origin,
+            )
+
+        first = tick(TICK)
+        assert batches(first) == [tables[0:2], tables[2:4], tables[4:5]]
+        requests = first.run_requests or []
+        assert all(r.tags[SCHEDULE_NAME_TAG] == "health_sync_schedule" for r in requests)
+        queued = create(requests[0], dg.DagsterRunStatus.QUEUED)
+        started = create(requests[1], dg.DagsterRunStatus.STARTED)
+        create(requests[2], dg.DagsterRunStatus.SUCCESS)
+        refresh = {key: value for key, value in requests[2].tags.items() if key != SCHEDULE_NAME_TAG}
+        create(requests[2], dg.DagsterRunStatus.QUEUED, refresh)
+
+        second = tick(TICK.replace(minute=30))
+        assert batches(second) == [tables[4:5]], "a batch whose earlier run is unfinished was requested"
+        resent = create((second.run_requests or [])[0], dg.DagsterRunStatus.STARTING)
+
+        third = tick(TICK.replace(minute=45))
+        assert not third.run_requests
+        assert (third.skip_message or "").startswith(
+            "3 of 3 health-sync batches not requested: 3 run(s) of earlier ticks still queued or running "
+            "cover 5 of their tables"
+        )
+        assert "health_sync_cron" in (third.skip_message or "")
+
+        instance.report_run_canceled(queued)
+        instance.report_run_failed(started)
+        instance.report_run_failed(resent)
+        fourth = tick(TICK.replace(hour=13, minute=0))
+        assert batches(fourth) == [tables[0:2], tables[2:4], tables[4:5]]

@@ -7,7 +7,7 @@ changed, and writes materializations only for tables whose status or health chan
 periodic rewrite): see `domain/health_sync_writes.py`.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
@@ -76,6 +76,12 @@ def health_sync_job() -> None:
 def health_sync_run_config(tables: list[str], writes: str) -> dict[str, Any]:
     """The run config of a health-sync run over `tables`."""
     return {"ops": {sync_tables_op.name: {"config": {"tables": tables, "writes": writes}}}}
+
+
+def run_config_tables(run_config: Mapping[str, Any]) -> list[str]:
+    """The tables a health-sync run's config lists (none when the config is not a health-sync run's)."""
+    config = run_config.get("ops", {}).get(sync_tables_op.name, {}).get("config", {})
+    return list(config.get("tables", []))
 
 
 def health_sync_requests(

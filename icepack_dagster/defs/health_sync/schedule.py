@@ -1,4 +1,14 @@
-"""The health-sync schedule: every table's status and health, refreshed in batches (see `job.py`)."""
+"""The health-sync schedule: every table's status and health, refreshed in batches (see `job.py`).
+
+A sync that takes longer than the schedule's interval (a large fleet that mostly needs attention, a
+slow catalog, a busy machine) must not pile up in the queue: each tick would add a whole sync behind the
+unfinished one, and the queue would grow without end. So a tick does not request a batch while an
+earlier tick's run covering any of its tables is still queued or running; it requests the others and
+says which it held back and what to change. The queue then holds at most one scheduled run per batch,
+and each table is refreshed as often as the machine can (every other interval, say, instead of never
+catching up). Runs the schedule did not request (discovery's first syncs, post-maintenance refreshes, a
+click) hold nothing back.
+"""
 
 import dagster as dg
 
@@ -6,22 +16,45 @@ from icepack_dagster.defs.health_sync.job import (
     HEALTH_SYNC_MATERIALIZES,
     health_sync_job,
     health_sync_requests,
+    run_config_tables,
 )
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
+from icepack_dagster.defs.run_tags import SCHEDULE_NAME_TAG
 from icepack_dagster.platform_settings import PlatformSettings
+
+SCHEDULE_NAME = "health_sync_schedule"
+# Every status of a run that has not ended (a run Dagster will retry ends, and its retry is queued).
+UNFINISHED = (
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+)
+
+
+def unfinished_scheduled_tables(instance: dg.DagsterInstance) -> tuple[set[str], int]:
+    """(the tables of this schedule's health-sync runs that are queued or running, how many runs)."""
+    runs = instance.get_runs(
+        dg.RunsFilter(
+            job_name=health_sync_job.name, statuses=list(UNFINISHED), tags={SCHEDULE_NAME_TAG: SCHEDULE_NAME}
+        )
+    )
+    return {table for run in runs for table in run_config_tables(run.run_config)}, len(runs)
 
 
 def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinition:
     default = dg.DefaultScheduleStatus(platform.default_status)
 
     @dg.schedule(
-        name="health_sync_schedule",
+        name=SCHEDULE_NAME,
         job=health_sync_job,
         cron_schedule=platform.health_sync_cron,
         execution_timezone="UTC",
         default_status=default,
         description=f"Status and health of every table, {platform.health_sync_batch_size} tables per run: "
-        "table_status, table_health and its healthy check, written for tables that changed.",
+        "table_status, table_health and its healthy check, written for tables that changed. A batch whose "
+        "run from an earlier tick is still queued or running waits for the next tick.",
         metadata=HEALTH_SYNC_MATERIALIZES,
     )
     def health_sync_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
@@ -29,8 +62,25 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
         if not partitions:
             return dg.SkipReason("no tables yet: the discovery sensor adds them as iceberg_tables partitions")
         tick = context.scheduled_execution_time.isoformat()
-        return health_sync_requests(
+        requests = health_sync_requests(
             partitions, platform.health_sync_batch_size, f"health-sync:{tick}", platform.health_sync_writes
         )
+        pending, runs = unfinished_scheduled_tables(context.instance)
+        ready = [r for r in requests if pending.isdisjoint(run_config_tables(r.run_config))]
+        if len(ready) == len(requests):
+            return requests
+        held = (
+            f"{len(requests) - len(ready)} of {len(requests)} health-sync batches not requested: "
+            f"{runs} run(s) of earlier ticks still queued or running cover {len(pending)} of their tables. "
+            f"A sync is taking longer than the schedule's interval ({platform.health_sync_cron}); those "
+            "tables are refreshed when their run ends and a later tick requests them again. To refresh "
+            "every table every interval: lengthen health_sync_cron, let more observation runs start at once "
+            "(the icepack/kind: observation limit in dagster.yaml), or raise attention_rewrite_hours "
+            "(fewer periodic rewrites per sync)"
+        )
+        if not ready:
+            return dg.SkipReason(held)
+        context.log.warning(held)
+        return ready
 
     return health_sync_schedule
