@@ -56,6 +56,7 @@ from icepack_dagster.defs.health_sync.job import (  # noqa: E402
     health_sync_requests,
     health_sync_run_config,
 )
+from icepack_dagster.defs.health_sync.schedule import SCHEDULE_NAME  # noqa: E402
 from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
 from icepack_dagster.settings import load_settings  # noqa: E402
 
@@ -208,9 +209,6 @@ def print_results(count: int, first_wall: float, rounds: list[Round]) -> None:
     )
 
 
-SCHEDULE = "health_sync_schedule"
-
-
 def fleet_and_settings(
     bench: Bench, count: int, platform: dict[str, Any], **more: Any
 ) -> tuple[list[Any], dict[str, Any]]:
@@ -280,13 +278,13 @@ def scheduled_sync(platform: Platform, runs: int) -> list[RunTimes]:
         records = platform.instance.get_run_records(filters=health_sync)
         return [r.dagster_run.run_id for r in records if r.dagster_run.run_id not in known]
 
-    platform.schedule("start", SCHEDULE, location=ICEPACK_LOCATION)
+    platform.schedule("start", SCHEDULE_NAME, location=ICEPACK_LOCATION)
     deadline = time.monotonic() + 180
     while len(requested := new_runs()) < runs:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(requested)} of {runs} runs requested after 180 s; see {platform.log}")
         time.sleep(0.5)
-    platform.schedule("stop", SCHEDULE, location=ICEPACK_LOCATION)
+    platform.schedule("stop", SCHEDULE_NAME, location=ICEPACK_LOCATION)
     requested = new_runs()
     assert len(requested) == runs, f"{len(requested)} runs requested, expected {runs} (a second tick?)"
     times = platform.wait(requested, timeout=7_200)
