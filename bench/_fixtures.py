@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from icepack_dagster.config.settings import IcepackSettings, load_settings  # noqa: E402
 from icepack_dagster.iceberg.catalogs import CatalogSet  # noqa: E402
-from icepack_dagster.settings import IcepackSettings, load_settings  # noqa: E402
 
 NAMESPACE = "bench"
 

@@ -28,7 +28,7 @@ import fastavro
 import pyarrow as pa
 
 from bench._fixtures import NAMESPACE, Bench
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.iceberg.avro_walk import encode_long
 
 MiB = 1 << 20

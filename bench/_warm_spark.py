@@ -13,9 +13,9 @@ from typing import Any
 import psutil
 
 from bench._fixtures import Bench
+from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.engine import Engine
-from icepack_dagster.settings import IcepackSettings, load_settings
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
 from icepack_dagster.spark.session import build_spark_session
 

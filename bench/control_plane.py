@@ -32,11 +32,11 @@ import dagster as dg  # noqa: E402
 
 from bench import _tables  # noqa: E402
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table, timed  # noqa: E402
+from icepack_dagster.config.platform import PlatformSettings  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
 from icepack_dagster.defs.health_sync.job import health_sync_run_config  # noqa: E402
 from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
 from icepack_dagster.engine import Engine  # noqa: E402
-from icepack_dagster.platform_settings import PlatformSettings  # noqa: E402
 
 SYNC_NODE = "sync_tables"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # no DEBUG line per event

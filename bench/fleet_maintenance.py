@@ -66,6 +66,7 @@ import pyarrow as pa  # noqa: E402
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
 from bench._platform import Platform, RunTimes  # noqa: E402
 from bench._warm_spark import connect_settings, open_files, warm_connect_server, warm_up  # noqa: E402
+from icepack_dagster.config.settings import load_settings  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE  # noqa: E402
 from icepack_dagster.defs.event_reads import metadata_of  # noqa: E402
@@ -75,9 +76,8 @@ from icepack_dagster.defs.partitions import (
     PARTITIONS_NAME,  # noqa: E402
 )
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE  # noqa: E402
-from icepack_dagster.domain.maintenance_report import MaintenanceReport  # noqa: E402
-from icepack_dagster.domain.procedures import SESSION_SETUP  # noqa: E402
-from icepack_dagster.settings import load_settings  # noqa: E402
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport  # noqa: E402
+from icepack_dagster.domain.sql.procedures import SESSION_SETUP  # noqa: E402
 from icepack_dagster.spark.connect import command_rows  # noqa: E402
 from icepack_dagster.spark.connect_server import ConnectServerSize  # noqa: E402
 from icepack_dagster.spark.session import build_spark_session, is_connect_session  # noqa: E402

@@ -49,6 +49,7 @@ from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  
 from bench._platform import Platform, RunTimes  # noqa: E402
 from bench.trivial_location import defs as trivial_defs  # noqa: E402
 from bench.trivial_location import trivial  # noqa: E402
+from icepack_dagster.config.settings import load_settings  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH  # noqa: E402
 from icepack_dagster.defs.health_sync.job import (  # noqa: E402
@@ -58,7 +59,6 @@ from icepack_dagster.defs.health_sync.job import (  # noqa: E402
 )
 from icepack_dagster.defs.health_sync.schedule import SCHEDULE_NAME  # noqa: E402
 from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
-from icepack_dagster.settings import load_settings  # noqa: E402
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 ICEPACK_LOCATION = "icepack_dagster"  # workspace.yaml
@@ -306,7 +306,7 @@ def at_most_at_once(times: list[RunTimes]) -> int:
 def tables_written(platform: Platform, run_ids: list[str]) -> int:
     """Tables whose `table_health` the runs wrote: all of them in a first sync; in a steady one those
     that changed or were due their periodic rewrite (hourly for a table needing attention, each at its
-    own moment: `domain/health_sync_writes.py`), so a sync after a long first one writes more."""
+    own moment: `domain/health/sync_writes.py`), so a sync after a long first one writes more."""
     kind = dg.DagsterEventType.ASSET_MATERIALIZATION
     return sum(
         1

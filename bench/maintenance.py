@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
 from bench._tables import key  # noqa: E402
-from icepack_dagster.domain.actions import MaintenanceAction  # noqa: E402
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction  # noqa: E402
 from icepack_dagster.engine import Engine  # noqa: E402
 from icepack_dagster.spark.runner import MaintenanceRunner  # noqa: E402
 from tests.tables_testkit import table_fingerprint  # noqa: E402

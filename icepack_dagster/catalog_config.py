@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote
 
-from icepack_dagster.settings import (
+from icepack_dagster.config.settings import (
     CatalogSettings,
     EmbeddedCatalogSettings,
     GlueCatalogSettings,

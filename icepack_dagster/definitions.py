@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.defs.alerts.alert_sensor import build_alert_sensor
 from icepack_dagster.defs.asset_keys import with_ownership
 from icepack_dagster.defs.discovery.discovery_sensor import build_discovery_sensor
@@ -29,7 +30,6 @@ from icepack_dagster.defs.maintenance.maintenance_sensor import build_maintenanc
 from icepack_dagster.defs.maintenance.post_maintenance_sensor import build_post_maintenance_sensor
 from icepack_dagster.defs.maintenance.quarantine_release import release_quarantine_job
 from icepack_dagster.defs.resources import build_resources
-from icepack_dagster.settings import IcepackSettings, load_settings
 
 ASSETS = (table_status_and_health, maintenance_recommendation, maintained_table, fleet_summary)
 JOBS = (

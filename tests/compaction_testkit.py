@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from icepack_dagster.domain.procedures import qualified_table
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.sql.procedures import qualified_table
+from icepack_dagster.domain.table.key import TableKey
 
 FIRST_DAY = "2026-11-01"
 

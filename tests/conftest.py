@@ -24,9 +24,9 @@ import pytest
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.exceptions import MissingComponentError
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings, load_settings
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_AWS_BUNDLE, cached_jar
 from icepack_dagster.spark.session import build_spark_session, require_java, resolve_jars
 from tests import processes

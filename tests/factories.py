@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.health_model import HealthIssue, HealthState, Severity, TableHealth
-from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.health.model import HealthIssue, HealthState, Severity, TableHealth
+from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction
+from icepack_dagster.domain.table.status import TableStatus
 
 NOW = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
 MiB = 1024**2

@@ -5,7 +5,7 @@ ill-formed table name too), 3 nothing to do, 4 the named table is gone (not in i
 or misspelt; nothing ran), 5 deferred (the catalog or storage kept failing transiently after retries,
 or another maintenance holds the table; nothing ran; try again later), 6 no effect (an action ran but
 did nothing where its prediction planned work). Table names are printed in the
-form that reads back as exactly that table (domain/table_key.py).
+form that reads back as exactly that table (domain/table/key.py).
 Progress goes to stderr so that --json output stays clean on stdout.
 """
 

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 import click
 from pydantic import BaseModel
 
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import load_settings
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
-from icepack_dagster.settings import load_settings
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO, EXIT_TABLE_GONE, EXIT_DEFERRED = 0, 1, 2, 3, 4, 5
 EXIT_NO_EFFECT = 6  # an action ran but did nothing where its prediction planned work

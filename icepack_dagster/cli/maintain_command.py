@@ -20,11 +20,11 @@ from icepack_dagster.cli.context import (
     pass_ctx,
     progress,
 )
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.cli.presentation import format_report, report_json
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
-from icepack_dagster.presentation import format_report, report_json
 
 
 @click.command()

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from icepack_dagster.cli.context import CommandContext, emit, json_option, pass_ctx, progress
-from icepack_dagster.settings import load_settings
+from icepack_dagster.config.settings import load_settings
 from icepack_dagster.spark import jvm_artifacts
 from icepack_dagster.store.state_database import redacted_url, upgrade_state_database
 

@@ -9,7 +9,7 @@ from types import FrameType
 
 import click
 
-from icepack_dagster.settings import load_settings
+from icepack_dagster.config.settings import load_settings
 from icepack_dagster.spark.connect_server import (
     DEFAULT_PORT,
     ConnectServerSize,

@@ -15,7 +15,7 @@ from icepack_dagster.cli.context import (
     json_option,
     pass_ctx,
 )
-from icepack_dagster.presentation import (
+from icepack_dagster.cli.presentation import (
     format_accuracy,
     format_health,
     format_policy,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from icepack_dagster.domain.table_key import TableKey, parse_table_key
+from icepack_dagster.domain.table.key import TableKey, parse_table_key
 
 PARTITIONS_NAME = "iceberg_tables"
 ICEBERG_TABLES = dg.DynamicPartitionsDefinition(name=PARTITIONS_NAME)

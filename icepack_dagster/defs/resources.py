@@ -14,11 +14,11 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 
+from icepack_dagster.config.settings import IcepackSettings, SparkSettings
 from icepack_dagster.defs.run_tags import PARTITION_TAG, TABLE_TAG
-from icepack_dagster.domain.run_sizing import read_spark_conf_tag, spark_settings_update
+from icepack_dagster.domain.sizing.run_sizing import read_spark_conf_tag, spark_settings_update
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import MissingComponentError
-from icepack_dagster.settings import IcepackSettings, SparkSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import dagster as dg
 
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
-from icepack_dagster.domain.run_sizing import K8S_CONFIG_TAG
+from icepack_dagster.domain.sizing.run_sizing import K8S_CONFIG_TAG
 
 TABLE_TAG = "icepack/table"
 KIND_TAG = "icepack/kind"

@@ -12,10 +12,10 @@ from icepack_dagster.defs.asset_keys import TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
 from icepack_dagster.defs.materialization_codec import decode_status
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.policy import Policy
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.policy.layering import Policy
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import InvalidPolicyError
 

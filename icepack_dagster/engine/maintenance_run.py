@@ -13,12 +13,17 @@ from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from icepack_dagster.domain.actions import ACTION_ORDER, ActionResult, ActionStatus, MaintenanceAction
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction
-from icepack_dagster.domain.safety import on_object_store
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.actions.maintenance_action import (
+    ACTION_ORDER,
+    ActionResult,
+    ActionStatus,
+    MaintenanceAction,
+)
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.status import TableStatus
+from icepack_dagster.domain.table.unreferenced_files import on_object_store
 from icepack_dagster.exceptions import (
     CatalogUnavailableError,
     InvalidPolicyError,
@@ -144,8 +149,8 @@ def _run(
 def _checked_orphan_removal(
     engine: Engine, key: TableKey, chosen: list[RecommendedAction], location: str
 ) -> tuple[list[RecommendedAction], list[ActionResult]]:
-    """Orphan removal runs only where its listing can be trusted (`domain/safety.py`): otherwise it
-    fails here, unrun. On an object store it lists by prefix through the table's own FileIO."""
+    """Orphan removal runs only where its listing can be trusted (`domain/table/unreferenced_files.py`):
+    otherwise it fails here, unrun. On an object store it lists by prefix through the table's own FileIO."""
     orphans = next((a for a in chosen if a.action is MaintenanceAction.REMOVE_ORPHAN_FILES), None)
     if orphans is None:
         return chosen, []

@@ -11,18 +11,26 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.health import assess_health
-from icepack_dagster.domain.health_model import TableHealth
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.policy import EffectivePolicy, Policy, PolicyRule, in_window, resolve_policy
-from icepack_dagster.domain.prediction_model import PredictionAccuracy
-from icepack_dagster.domain.recommendation import recommend
-from icepack_dagster.domain.recommendation_model import Recommendation
-from icepack_dagster.domain.safety import UnreferencedFiles
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.domain.table_key import TableKey, resolve_table_argument
+from icepack_dagster.config.policy_file import load_policy_rules
+from icepack_dagster.config.settings import IcepackSettings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.health.judging import assess_health
+from icepack_dagster.domain.health.model import TableHealth
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.outcomes.prediction import PredictionAccuracy
+from icepack_dagster.domain.policy.layering import (
+    EffectivePolicy,
+    Policy,
+    PolicyRule,
+    in_window,
+    resolve_policy,
+)
+from icepack_dagster.domain.recommendation.model import Recommendation
+from icepack_dagster.domain.recommendation.recommender import recommend
+from icepack_dagster.domain.table.key import TableKey, resolve_table_argument
+from icepack_dagster.domain.table.status import TableStatus
+from icepack_dagster.domain.table.unreferenced_files import UnreferencedFiles
 from icepack_dagster.engine.maintenance_run import Progress, run_maintenance, utc_now
 from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
@@ -30,8 +38,6 @@ from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables, 
 from icepack_dagster.iceberg.manifest_cache import ManifestCache
 from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
-from icepack_dagster.policy_file import load_policy_rules
-from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.store.history_store import HistoryStore
 from icepack_dagster.store.manifest_store import ManifestSummaryStore
 from icepack_dagster.store.table_lease import TableLeases, default_holder
@@ -182,7 +188,7 @@ class Engine:
         force: bool = False,
     ) -> Recommendation:
         """Raises InvalidPolicyError (naming table and field) when the table's policy is invalid.
-        `force` ignores the cadence, never a safety gate (see `domain/recommendation.py`)."""
+        `force` ignores the cadence, never a safety gate (see `domain/recommendation/recommender.py`)."""
         now = now or utc_now()
         status = status or self.status(key, now)
         health = health or self.health(status)

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import Engine as SqlEngine
 
 from icepack_dagster.catalog_config import embedded_paths, pyiceberg_properties
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import CatalogSettings, EmbeddedCatalogSettings, IcepackSettings
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import (
     CatalogUnavailableError,
     ConfigurationError,
@@ -30,7 +31,6 @@ from icepack_dagster.iceberg.catalog_errors import (
     with_retries,
 )
 from icepack_dagster.iceberg.sql_catalog_listing import listing_engine, metadata_locations
-from icepack_dagster.settings import CatalogSettings, EmbeddedCatalogSettings, IcepackSettings
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

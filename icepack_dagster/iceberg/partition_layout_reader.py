@@ -1,6 +1,6 @@
 """Where a table's compaction candidates are, partition by partition: the per-manifest `PartitionFiles`
 merged per (partition spec, partition values), with each partition's last write, described in the
-terms of `domain/partition_layout.py` that the compaction planner reads."""
+terms of `domain/table/partition_layout.py` that the compaction planner reads."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 
-from icepack_dagster.domain.partition_layout import (
+from icepack_dagster.domain.table.partition_layout import (
     PartitionCandidates,
     PartitionField,
     PartitionLayout,

@@ -17,11 +17,11 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
-from icepack_dagster.domain.file_size_limits import file_size_limits
-from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.snapshot_graph import RefFacts, SnapshotGraph
-from icepack_dagster.domain.status import FileSizeBucket, TableStatus, snapshot_ages
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.health.thresholds import HealthThresholds
+from icepack_dagster.domain.table.file_size_limits import file_size_limits
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.snapshot_graph import RefFacts, SnapshotGraph
+from icepack_dagster.domain.table.status import FileSizeBucket, TableStatus, snapshot_ages
 from icepack_dagster.iceberg.catalog_errors import METADATA_READ_ERRORS, unreadable_metadata, with_retries
 from icepack_dagster.iceberg.catalogs import load_table
 from icepack_dagster.iceberg.manifest_cache import ManifestCache

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from icepack_dagster.domain.file_size_limits import file_size_limits
-from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.status import TableStatus, snapshot_ages
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.health.thresholds import HealthThresholds
+from icepack_dagster.domain.table.file_size_limits import file_size_limits
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.status import TableStatus, snapshot_ages
 from icepack_dagster.exceptions import IcepackError, TableNotFoundError
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.iceberg.manifest_cache import ManifestCache

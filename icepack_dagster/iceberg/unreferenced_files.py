@@ -3,9 +3,9 @@
 Referenced means reachable from the table's current metadata the way Iceberg's orphan removal sees it:
 the metadata file and the previous ones in its log, every snapshot's manifest list, manifests and the
 data and delete files they list as live, and statistics and partition-statistics files. Everything
-else under the location is unreferenced; `domain/safety.py` splits it by the orphan age. Manifest lists
-and manifests are read with the project's Avro readers (`manifest_reader.py`), the location is listed
-with PyArrow.
+else under the location is unreferenced; `domain/table/unreferenced_files.py` splits it by the orphan
+age. Manifest lists and manifests are read with the project's Avro readers (`manifest_reader.py`), the
+location is listed with PyArrow.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from icepack_dagster.domain.safety import (
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.unreferenced_files import (
     UnreferencedFile,
     UnreferencedFiles,
     classify_unreferenced,
     orphan_removal_conflicts,
     split_location,
 )
-from icepack_dagster.domain.table_key import TableKey
 from icepack_dagster.exceptions import MetadataReadError
 from icepack_dagster.iceberg.catalog_errors import METADATA_READ_ERRORS
 from icepack_dagster.iceberg.manifest_reader import ManifestRef, live_file_paths, read_manifest_list
@@ -98,7 +98,7 @@ def _references_and_listing(table: Table, key: TableKey) -> tuple[set[str], list
 def find_unreferenced_files(
     table: Table, key: TableKey, orphan_age_hours: float, now: datetime
 ) -> UnreferencedFiles:
-    """The table's unreferenced files, split by the orphan age (see `domain/safety.py`)."""
+    """The table's unreferenced files, split by the orphan age (see `domain/table/unreferenced_files.py`)."""
     referenced, listed = _references_and_listing(table, key)
     return classify_unreferenced(key.text, table.location(), listed, referenced, now, orphan_age_hours)
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.compaction_planner import RewritePrediction
-from icepack_dagster.domain.procedures import SESSION_SETUP, guard_action, render_call
-from icepack_dagster.domain.recommendation_model import RecommendedAction
-from icepack_dagster.domain.spark_overrides import render_set, resolve_overrides
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.recommendation.model import RecommendedAction
+from icepack_dagster.domain.sql.procedures import SESSION_SETUP, guard_action, render_call
+from icepack_dagster.domain.sql.spark_overrides import render_set, resolve_overrides
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import IcepackError, InvalidTableIdentifierError
 
 if TYPE_CHECKING:

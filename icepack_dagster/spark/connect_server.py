@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from icepack_dagster.config.settings import IcepackSettings, child_environment, java_home
 from icepack_dagster.exceptions import SparkConnectUnavailableError
-from icepack_dagster.settings import IcepackSettings, child_environment, java_home
 from icepack_dagster.spark.jvm_artifacts import SPARK_CONNECT_SERVER, cached_jar
 from icepack_dagster.spark.session import (
     ICEBERG_EXTENSIONS,

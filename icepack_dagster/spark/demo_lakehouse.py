@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from icepack_dagster.domain.procedures import quote_identifier, spark_catalog_name
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.sql.procedures import quote_identifier, spark_catalog_name
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import ConfigurationError
 
 if TYPE_CHECKING:

@@ -23,13 +23,18 @@ from typing import TYPE_CHECKING, Any
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
 
-from icepack_dagster.domain.action_outcome import compare
-from icepack_dagster.domain.actions import ActionImpact, ActionResult, ActionStatus, MaintenanceAction
-from icepack_dagster.domain.procedures import SESSION_SETUP, existence_probe
-from icepack_dagster.domain.recommendation_model import RecommendedAction
-from icepack_dagster.domain.spark_overrides import resolve_overrides
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.actions.maintenance_action import (
+    ActionImpact,
+    ActionResult,
+    ActionStatus,
+    MaintenanceAction,
+)
+from icepack_dagster.domain.outcomes.action_outcome import compare
+from icepack_dagster.domain.recommendation.model import RecommendedAction
+from icepack_dagster.domain.sql.procedures import SESSION_SETUP, existence_probe
+from icepack_dagster.domain.sql.spark_overrides import resolve_overrides
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import IcepackError, MaintenanceError, TableNotFoundError
 from icepack_dagster.spark.action_plans import ActionPlan, orphan_guard_is_on, plan_actions
 from icepack_dagster.spark.failures import error_class, failure_hint, spark_error_message

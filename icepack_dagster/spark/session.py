@@ -21,8 +21,8 @@ from icepack_dagster.catalog_config import (
     redact_conf,
     spark_catalog_conf,
 )
+from icepack_dagster.config.settings import IcepackSettings, java_home
 from icepack_dagster.exceptions import MissingComponentError
-from icepack_dagster.settings import IcepackSettings, java_home
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_AWS_BUNDLE, ICEBERG_SPARK_RUNTIME, cached_jar
 
 if TYPE_CHECKING:

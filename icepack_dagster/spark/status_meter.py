@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from icepack_dagster.domain.actions import ActionImpact
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.actions.maintenance_action import ActionImpact
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.spark.progress import ProgressSink
 

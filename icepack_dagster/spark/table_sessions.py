@@ -5,7 +5,7 @@ By default every table gets a fresh `newSession()`, closed after it. Inside `sha
 multi-table CLI run) each thread keeps one session for table after table instead, and after each
 table the settings it overrode are put back to the session's own values. Both keep one table's SETs
 from the next: the only settings a table can SET are its allowlisted overrides
-(`domain/spark_overrides.py`) and the constant `SESSION_SETUP`.
+(`domain/sql/spark_overrides.py`) and the constant `SESSION_SETUP`.
 
 Why share: every new session opens its own catalog clients (a JDBC pool per catalog). A classic
 session's are closed here; a Spark Connect server's cannot be from the client, and the server keeps
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 
-from icepack_dagster.domain.procedures import SESSION_SETUP
+from icepack_dagster.domain.sql.procedures import SESSION_SETUP
 from icepack_dagster.spark.session import is_connect_session
 
 if TYPE_CHECKING:

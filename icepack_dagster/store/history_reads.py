@@ -18,8 +18,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, Subquery, case, func, or_, select, true
 from sqlalchemy.engine import Connection
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.store.history_tables import (
     FAILURE_LOOKBACK,
     RELEASED,

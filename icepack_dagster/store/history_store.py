@@ -16,10 +16,10 @@ from datetime import datetime
 from sqlalchemy import case, delete, func, insert, select
 from sqlalchemy.engine import Engine as SqlEngine
 
-from icepack_dagster.domain.actions import ActionResult
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.prediction_model import PredictionAccuracy
+from icepack_dagster.domain.actions.maintenance_action import ActionResult
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.outcomes.prediction import PredictionAccuracy
 from icepack_dagster.store.history_reads import fleet_histories, table_history
 from icepack_dagster.store.history_tables import (
     FAILURE_LOOKBACK,

@@ -9,7 +9,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from icepack_dagster.settings import load_settings
+from icepack_dagster.config.settings import load_settings
 from icepack_dagster.spark.session import build_spark_session
 
 

@@ -12,22 +12,22 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.health import (
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.health.judging import (
     DELETE_FILE_BUILDUP,
     SMALL_FILES,
     SNAPSHOT_BACKLOG,
     TOO_MANY_MANIFESTS,
     assess_health,
 )
-from icepack_dagster.domain.health_model import HealthState
-from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.policy import resolve_policy
-from icepack_dagster.domain.procedures import qualified_table
-from icepack_dagster.domain.recommendation import recommend
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.domain.table_key import TableKey, parse_table_key
+from icepack_dagster.domain.health.model import HealthState
+from icepack_dagster.domain.health.thresholds import HealthThresholds
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.policy.layering import resolve_policy
+from icepack_dagster.domain.recommendation.recommender import recommend
+from icepack_dagster.domain.sql.procedures import qualified_table
+from icepack_dagster.domain.table.key import TableKey, parse_table_key
+from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.spark.demo_lakehouse import ORPHAN_PREFIX, build_demo_lakehouse

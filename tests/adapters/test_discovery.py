@@ -15,10 +15,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import IcepackSettings, load_settings
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.discovery import DiscoveryResult, NamespaceFailure, discover_tables
-from icepack_dagster.settings import IcepackSettings, load_settings
 
 SCHEMA = pa.schema([("x", pa.int64())])
 TABLES = [("top",), ("inner", "mid"), ("inner", "deep", "low"), ("inner", "deep", "low_tmp")]

@@ -19,9 +19,9 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine as SqlEngine
 
-from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.prediction_model import ActionFigures, PredictedActual
+from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.outcomes.prediction import ActionFigures, PredictedActual
 from icepack_dagster.store.history_store import HistoryStore
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from icepack_dagster.domain.actions import ActionResult, ActionStatus, MaintenanceAction
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.actions.maintenance_action import ActionResult, ActionStatus, MaintenanceAction
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.store.history_store import HistoryStore
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.exceptions import MissingComponentError
-from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.spark import jvm_artifacts
 from icepack_dagster.spark.jvm_artifacts import MavenArtifact, cached_jar, fetch, sha256_of
 

@@ -11,8 +11,8 @@ from pyiceberg.io import load_file_io
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from icepack_dagster.catalog_config import pyiceberg_properties
+from icepack_dagster.config.settings import load_settings
 from icepack_dagster.iceberg.local_file_io import LiteralLocalFileIO
-from icepack_dagster.settings import load_settings
 
 
 @pytest.mark.parametrize(

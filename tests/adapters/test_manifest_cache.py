@@ -23,8 +23,8 @@ from pyiceberg.io import FileIO, InputFile, OutputFile
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 
-from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.health.thresholds import HealthThresholds
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.iceberg import entry_patterns, manifest_entries
 from icepack_dagster.iceberg.avro_walk import decode_long
 from icepack_dagster.iceberg.catalogs import CatalogSet

@@ -19,14 +19,14 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
-from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import IcepackSettings
+from icepack_dagster.domain.health.thresholds import HealthThresholds
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.manifest_cache import ManifestCache
 from icepack_dagster.iceberg.manifest_summary import ManifestSummary, partition_id
 from icepack_dagster.iceberg.status_reader import read_status
-from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.store.manifest_store import ManifestSummaryStore, decode_summary, encode_summary
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import MetadataReadError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.manifest_reader import read_manifest_list

@@ -20,12 +20,12 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.procedures import ARGUMENT_OPTIONS, MAP_OPTIONS, qualified_table
-from icepack_dagster.domain.recommendation_model import RecommendedAction
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.health.thresholds import HealthThresholds
+from icepack_dagster.domain.recommendation.model import RecommendedAction
+from icepack_dagster.domain.sql.procedures import ARGUMENT_OPTIONS, MAP_OPTIONS, qualified_table
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import TableNotFoundError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.status_reader import collect_status

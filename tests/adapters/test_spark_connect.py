@@ -20,8 +20,8 @@ import pytest
 from pyspark.errors.exceptions.connect import AnalysisException as ConnectAnalysisException
 from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
+from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.exceptions import SparkConnectUnavailableError
-from icepack_dagster.settings import IcepackSettings, load_settings
 from icepack_dagster.spark.connect import ConnectMaintenanceSession, connect_session
 from icepack_dagster.spark.failures import CONNECT_LOST, error_class, failure_hint
 from icepack_dagster.spark.session import build_spark_session, is_connect_session

@@ -25,12 +25,12 @@ import psutil
 import pytest
 from pyspark.errors import AnalysisException
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.recommendation_model import RecommendedAction
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import IcepackSettings, load_settings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.recommendation.model import RecommendedAction
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import ConfigurationError, SparkConnectUnavailableError
 from icepack_dagster.iceberg.catalogs import open_catalog
-from icepack_dagster.settings import IcepackSettings, load_settings
 from icepack_dagster.spark.connect import ConnectMaintenanceSession, command_rows
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
 from icepack_dagster.spark.progress import reported_progress

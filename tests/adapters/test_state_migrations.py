@@ -32,8 +32,8 @@ from sqlalchemy import (
     text,
 )
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.history import TableHistory
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.exceptions import ConfigurationError
 from icepack_dagster.store import (
     history_tables,

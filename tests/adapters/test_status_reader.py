@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.health.thresholds import HealthThresholds
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import InvalidPolicyError, MetadataReadError, TableNotFoundError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.manifest_summary import SIZE_BUCKET_BOUNDS

@@ -20,14 +20,14 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pytest
 
-from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import load_settings
+from icepack_dagster.domain.health.thresholds import HealthThresholds
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import CatalogUnavailableError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.status_reader import read_status
 from icepack_dagster.iceberg.status_tracker import StatusTracker
-from icepack_dagster.settings import load_settings
 from tests.adapters.test_status_reader import _table
 from tests.network import free_port
 

@@ -20,12 +20,12 @@ from datetime import UTC, datetime
 import pytest
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.procedures import qualified_table
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import IcepackSettings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.sql.procedures import qualified_table
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.table_sessions import TableSessions
 from tests.defs.dagster_testkit import NO_ACTIONS, small_file_table

@@ -8,8 +8,8 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.table.key import TableKey
 from tests.safety.safety_testkit import SCHEMA
 from tests.tables_testkit import table_fingerprint
 

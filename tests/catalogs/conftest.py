@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from icepack_dagster.catalog_config import spark_catalog_conf
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.exceptions import MissingComponentError
-from icepack_dagster.settings import IcepackSettings
 from tests.catalogs.servers import RecordingProxy, moto_server, rest_catalog_server
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 

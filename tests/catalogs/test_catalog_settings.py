@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from icepack_dagster.catalog_config import pyiceberg_properties, redact_conf, spark_catalog_conf
+from icepack_dagster.config.settings import load_settings
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.settings import load_settings
 
 DOC = Path(__file__).parents[2] / "docs" / "CONFIGURATION.md"
 SECRET = "doc-S3-Secret-0a9b"

@@ -1,5 +1,5 @@
-"""Contract: orphan removal's location check (`domain/safety.py`) names every case where a listing of
-the table location cannot tell orphans from files to keep, and nothing else: references through
+"""Contract: orphan removal's location check (`domain/table/unreferenced_files.py`) names every case where a
+listing of the table location cannot tell orphans from files to keep, and nothing else: references through
 another scheme spelling or bucket under the location, another table's metadata inside the location;
 a neighbour whose location only shares leading characters, files outside the location and the table's
 own metadata are no conflict."""
@@ -10,7 +10,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from icepack_dagster.domain.safety import UnreferencedFile, on_object_store, orphan_removal_conflicts
+from icepack_dagster.domain.table.unreferenced_files import (
+    UnreferencedFile,
+    on_object_store,
+    orphan_removal_conflicts,
+)
 
 LOCATION = "s3://wh/lake/ns.db/events"
 OWN = [f"{LOCATION}/metadata/00001-a.metadata.json", f"{LOCATION}/data/a.parquet"]

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from icepack_dagster.domain.procedures import qualified_table
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import IcepackSettings, load_settings
+from icepack_dagster.domain.sql.procedures import qualified_table
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import CatalogUnavailableError
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings, load_settings
 from icepack_dagster.store.history_store import HistoryStore
 from tests.catalogs.catalog_testkit import (
     EAGER_MOR,

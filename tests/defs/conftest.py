@@ -13,9 +13,9 @@ import psycopg2
 import pytest
 import yaml
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 from tests.factories import settings_with_platform
 

@@ -12,15 +12,15 @@ import dagster as dg
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.health_sync.job import health_sync_run_config
 from icepack_dagster.defs.materialization_codec import decode_health
 from icepack_dagster.defs.run_tags import batch_tags
-from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
-from icepack_dagster.domain.health_model import TableHealth
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
+from icepack_dagster.domain.health.model import TableHealth
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.engine import Engine
-from icepack_dagster.settings import IcepackSettings
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 NO_ACTIONS = {f"icepack.action.{action.value}.enabled": "false" for action in MaintenanceAction}

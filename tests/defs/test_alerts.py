@@ -14,13 +14,13 @@ import dagster as dg
 import pytest
 from pydantic import SecretStr
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.alerts.alert_sensor import NOT_CONFIGURED
-from icepack_dagster.domain.table_key import parse_table_key
+from icepack_dagster.domain.table.key import parse_table_key
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import discover, evaluate_sensor, record_failures, small_file_table
 from tests.factories import settings_with_platform
 from tests.webhook_server import TOKEN, Webhook, running_webhook

@@ -13,11 +13,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings, load_settings
 from tests.factories import settings_with_platform
 
 REPO = Path(__file__).resolve().parents[2]

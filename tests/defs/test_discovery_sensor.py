@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings, PostgresCatalogSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings, PostgresCatalogSettings
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
     evaluate_sensor,

@@ -8,10 +8,10 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.run_tags import maintenance_tags
 from icepack_dagster.engine import TABLE_GONE, Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
     evaluate_sensor,

@@ -14,17 +14,17 @@ from pathlib import Path
 import dagster as dg
 from prometheus_client.parser import text_string_to_metric_families
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.asset_keys import TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.fleet.metrics import serve, write_textfile
 from icepack_dagster.defs.materialization_codec import NEEDS_ATTENTION, decode_status
-from icepack_dagster.domain.fleet import FleetSummary
-from icepack_dagster.domain.health import format_bytes
-from icepack_dagster.domain.health_model import HealthState
-from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.health.judging import format_bytes
+from icepack_dagster.domain.health.model import HealthState
+from icepack_dagster.domain.reports.fleet import FleetSummary
+from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
     evaluate_sensor,

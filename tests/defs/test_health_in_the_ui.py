@@ -19,11 +19,11 @@ import pytest
 from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
 
 from icepack_dagster import __version__
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.domain.health_thresholds import HealthThresholds
+from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import discover, run_health_sync, small_file_table
 from tests.factories import settings_with_platform
 
@@ -82,7 +82,7 @@ def ui(tmp_path: Path, instance: dg.DagsterInstance) -> Iterator[Any]:
     location = tmp_path / "location.py"
     location.write_text(
         "from icepack_dagster.definitions import build_definitions\n"
-        "from icepack_dagster.settings import load_settings\n\n"
+        "from icepack_dagster.config.settings import load_settings\n\n"
         f"defs = build_definitions(load_settings(home={str(tmp_path / 'home')!r}))\n"
     )
     with define_out_of_process_context(str(location), "defs", instance) as context, context:

@@ -16,6 +16,8 @@ import dagster as dg
 import pyarrow as pa
 from dagster_graphql.test.utils import define_out_of_process_context
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.health_sync.job import health_sync_run_config
@@ -24,8 +26,6 @@ from icepack_dagster.defs.health_sync.table_sync import SYNC_REASON
 from icepack_dagster.defs.materialization_codec import STATE, STATUS_ERROR, decode_status
 from icepack_dagster.defs.run_tags import BATCH_TAG, KIND_TAG, OBSERVATION, SCHEDULE_NAME_TAG
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings, load_settings
 from tests.defs.dagster_testkit import (
     SCHEMA,
     discover,
@@ -279,8 +279,8 @@ def test_a_tick_holds_back_a_batch_while_an_earlier_ticks_run_of_it_has_not_ende
     location = tmp_path / "location.py"
     location.write_text(
         "from icepack_dagster.definitions import build_definitions\n"
-        "from icepack_dagster.platform_settings import PlatformSettings\n"
-        "from icepack_dagster.settings import load_settings\n"
+        "from icepack_dagster.config.platform import PlatformSettings\n"
+        "from icepack_dagster.config.settings import load_settings\n"
         "from tests.factories import settings_with_platform\n\n"
         f"settings = load_settings(home={str(tmp_path / 'home')!r})\n"
         "platform = PlatformSettings(health_sync_batch_size=2)\n"

@@ -20,14 +20,14 @@ import pytest
 import time_machine
 from pydantic import SecretStr, ValidationError
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.housekeeping.job import HISTORY_ROWS_PRUNED, MORE_RUNS_LEFT, RUNS_DELETED
 from icepack_dagster.defs.housekeeping.run_retention import delete_finished_runs
-from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.engine import Engine
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
 from tests.factories import settings_with_platform
 
 RETENTION_DAYS = 30

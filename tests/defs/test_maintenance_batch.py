@@ -27,6 +27,8 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
 from icepack_dagster.defs.maintenance.batch_job import (
@@ -39,12 +41,10 @@ from icepack_dagster.defs.maintenance.health_after_check import HEALTH_AFTER_CHE
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommendation
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE
-from icepack_dagster.domain.actions import ACTION_ORDER
-from icepack_dagster.domain.sizing_tiers import SizingTier
+from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER
+from icepack_dagster.domain.sizing.tiers import SizingTier
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     NO_ACTIONS,
     SCHEMA,

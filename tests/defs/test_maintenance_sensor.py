@@ -16,17 +16,17 @@ from urllib.parse import urlparse
 import dagster as dg
 import pytest
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
-from icepack_dagster.domain.maintenance_selection import order_candidates
-from icepack_dagster.domain.sensor_cursors import MaintenanceCursor
-from icepack_dagster.domain.table_key import parse_table_key
+from icepack_dagster.domain.decisions.maintenance_selection import order_candidates
+from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor
+from icepack_dagster.domain.table.key import parse_table_key
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.conftest import pg_table_count
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
@@ -301,7 +301,7 @@ def test_run_sizing_tags_reach_the_run_and_size_its_spark(
     """With run sizing on, a launched run carries the dagster-k8s pod config and the Spark settings
     for its table's tier, and the Spark resource of that run builds its session from them."""
     from icepack_dagster.defs.resources import sized_settings
-    from icepack_dagster.domain.run_sizing import K8S_CONFIG_TAG, SIZE_TAG, SPARK_CONF_TAG
+    from icepack_dagster.domain.sizing.run_sizing import K8S_CONFIG_TAG, SIZE_TAG, SPARK_CONF_TAG
 
     small_file_table(catalogs.get("lake"), f"{namespace}.sized", appends=12)
     defs = definitions_with(scoped_settings, run_sizing=True)
@@ -323,8 +323,8 @@ def test_configured_sizing_tiers_size_the_run(
     scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
 ) -> None:
     """Tiers from the settings' platform section (docs/KUBERNETES.md), not the built-in ones, size a run."""
-    from icepack_dagster.domain.run_sizing import SIZE_TAG, SPARK_CONF_TAG
-    from icepack_dagster.domain.sizing_tiers import SizingTier
+    from icepack_dagster.domain.sizing.run_sizing import SIZE_TAG, SPARK_CONF_TAG
+    from icepack_dagster.domain.sizing.tiers import SizingTier
 
     only = SizingTier(name="only", cpu="1", memory="2Gi", spark_master="local[1]", driver_memory="1g")
     small_file_table(catalogs.get("lake"), f"{namespace}.tiered", appends=12)

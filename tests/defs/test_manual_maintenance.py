@@ -21,13 +21,13 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_report
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.run_tags import OUTCOME_TAG
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     SCHEMA,
     after_run,

@@ -13,17 +13,17 @@ from datetime import timedelta
 import dagster as dg
 
 from icepack_dagster.defs import materialization_codec as md
-from icepack_dagster.domain.actions import ActionImpact, ActionResult, MaintenanceAction
-from icepack_dagster.domain.fleet import FleetSummary, TableAttention
-from icepack_dagster.domain.health import unknown_health
-from icepack_dagster.domain.health_model import HealthState, Severity
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.maintenance_impact import maintenance_impact
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.procedures import SESSION_SETUP, render_call
-from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
-from icepack_dagster.domain.status import FileSizeBucket, TableStatus
-from icepack_dagster.domain.table_key import parse_table_key
+from icepack_dagster.domain.actions.maintenance_action import ActionImpact, ActionResult, MaintenanceAction
+from icepack_dagster.domain.health.judging import unknown_health
+from icepack_dagster.domain.health.model import HealthState, Severity
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.outcomes.maintenance_impact import maintenance_impact
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction, SkippedAction
+from icepack_dagster.domain.reports.fleet import FleetSummary, TableAttention
+from icepack_dagster.domain.sql.procedures import SESSION_SETUP, render_call
+from icepack_dagster.domain.table.key import parse_table_key
+from icepack_dagster.domain.table.status import FileSizeBucket, TableStatus
 from tests.factories import NOW, make_health, make_issue, make_status
 
 TABLE = "lake.sales.orders"

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import dagster as dg
 
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import run_health_sync, small_file_table
 
 NOT_FOR_A_STEADY_SYNC = {"requests", "prometheus_client", "pyarrow", "pandas"}
@@ -42,7 +42,7 @@ STEADY_SYNC_PROCESS = textwrap.dedent(
 
     from icepack_dagster.definitions import build_definitions
     from icepack_dagster.defs.health_sync.job import health_sync_run_config
-    from icepack_dagster.settings import load_settings
+    from icepack_dagster.config.settings import load_settings
 
     dagster_home, home, include, partition = sys.argv[1:]
     settings = load_settings(home=home, catalogs={"lake": {"kind": "embedded"}}, include=[include])

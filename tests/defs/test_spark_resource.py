@@ -23,11 +23,11 @@ from dagster_pyspark import LazyPySparkResource
 from dagster_shared.serdes import serialize_value
 
 import icepack_dagster.definitions
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.resources import SparkResource
 from icepack_dagster.defs.run_tags import maintenance_tags
-from icepack_dagster.domain.run_sizing import SPARK_CONF_TAG
+from icepack_dagster.domain.sizing.run_sizing import SPARK_CONF_TAG
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
     evaluate_sensor,
@@ -157,7 +157,7 @@ PROBE_JOB = textwrap.dedent(
     from py4j.protocol import Py4JJavaError
 
     from icepack_dagster.defs.resources import SparkResource, build_resources
-    from icepack_dagster.settings import load_settings
+    from icepack_dagster.config.settings import load_settings
 
 
     @dg.op

@@ -19,7 +19,7 @@ from dagster_k8s import K8sRunLauncher
 from dagster_k8s.job import construct_dagster_k8s_job, get_job_name_from_run_id
 
 from icepack_dagster.defs.run_tags import maintenance_tags
-from icepack_dagster.domain.run_sizing import RunSize, SizingPolicy, size_run, sizing_tags
+from icepack_dagster.domain.sizing.run_sizing import RunSize, SizingPolicy, size_run, sizing_tags
 from tests.deploy import helm_chart
 from tests.deploy.testkit import status_of, write_kubeconfig
 

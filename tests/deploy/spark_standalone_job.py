@@ -13,11 +13,11 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.recommendation_model import RecommendedAction
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import load_settings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.recommendation.model import RecommendedAction
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.iceberg.catalogs import open_catalog
-from icepack_dagster.settings import load_settings
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session
 from tests.tables_testkit import table_fingerprint

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from icepack_dagster.domain.spark_on_kubernetes import EXECUTOR_CONTAINER, EXECUTOR_POD_TEMPLATE
+from icepack_dagster.domain.sizing.spark_on_kubernetes import EXECUTOR_CONTAINER, EXECUTOR_POD_TEMPLATE
 from tests.deploy import helm_chart
 from tests.deploy.helm_chart import OVERLAYS
 

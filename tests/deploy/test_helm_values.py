@@ -29,7 +29,7 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from icepack_dagster.catalog_config import needs_aws_bundle
-from icepack_dagster.settings import EmbeddedCatalogSettings, RestCatalogSettings, load_settings
+from icepack_dagster.config.settings import EmbeddedCatalogSettings, RestCatalogSettings, load_settings
 from tests.deploy import helm_chart
 from tests.deploy.helm_chart import OVERLAYS, Rendered
 

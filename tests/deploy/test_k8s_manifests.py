@@ -25,8 +25,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from icepack_dagster.domain.run_sizing import SIZE_TAG
-from icepack_dagster.domain.sizing_tiers import default_tiers
+from icepack_dagster.domain.sizing.run_sizing import SIZE_TAG
+from icepack_dagster.domain.sizing.tiers import default_tiers
 from tests.deploy import helm_chart
 from tests.deploy.helm_chart import OVERLAYS, Rendered
 from tests.deploy.testkit import selects

@@ -24,7 +24,7 @@ import yaml
 from dagster_k8s import K8sRunLauncher
 
 from icepack_dagster.defs.run_tags import observation_tags
-from icepack_dagster.domain.run_sizing import read_spark_conf_tag
+from icepack_dagster.domain.sizing.run_sizing import read_spark_conf_tag
 from tests.deploy import helm_chart
 from tests.deploy.run_job import IMAGE, RELEASE, rendered_launcher, run_job, sized
 from tests.deploy.testkit import GIB, selects

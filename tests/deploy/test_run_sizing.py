@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from icepack_dagster.domain.run_sizing import (
+from icepack_dagster.config.settings import SparkSettings
+from icepack_dagster.domain.sizing.run_sizing import (
     K8S_CONFIG_TAG,
     MAX_RUNTIME_TAG,
     SIZE_TAG,
@@ -27,9 +28,8 @@ from icepack_dagster.domain.run_sizing import (
     sizing_tags,
     spark_settings_update,
 )
-from icepack_dagster.domain.sizing_tiers import SizingPolicy, SizingTier
+from icepack_dagster.domain.sizing.tiers import SizingPolicy, SizingTier
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.settings import SparkSettings
 from tests.deploy.testkit import GIB, status_of
 
 POLICY = SizingPolicy(spark_image="registry.example.com/icepack-dagster:0.1.0")

@@ -34,8 +34,8 @@ from dagster_k8s import K8sRunLauncher
 from pyspark import SparkConf
 from pyspark.java_gateway import launch_gateway
 
-from icepack_dagster.domain.run_sizing import SizingPolicy, read_spark_conf_tag
-from icepack_dagster.domain.spark_on_kubernetes import EXECUTOR_POD_TEMPLATE
+from icepack_dagster.domain.sizing.run_sizing import SizingPolicy, read_spark_conf_tag
+from icepack_dagster.domain.sizing.spark_on_kubernetes import EXECUTOR_POD_TEMPLATE
 from tests.deploy import helm_chart
 from tests.deploy.run_job import IMAGE, RELEASE, rendered_launcher, run_job, sized
 from tests.deploy.testkit import GIB, selects

@@ -21,8 +21,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from icepack_dagster.config.settings import load_settings
 from icepack_dagster.iceberg.catalogs import open_catalog
-from icepack_dagster.settings import load_settings
 from tests.deploy import spark_standalone_job
 from tests.deploy.helm_chart import REPO
 from tests.network import free_port

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.table.status import TableStatus
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
 
 GIB = 1024**3

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from icepack_dagster.config.settings import load_settings
 from icepack_dagster.iceberg.catalogs import open_catalog
-from icepack_dagster.settings import load_settings
 from icepack_dagster.spark.demo_lakehouse import ORPHAN_FILES, ORPHAN_PREFIX
 from tests.tables_testkit import arrow_fingerprint
 

@@ -20,16 +20,16 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.compaction_planner import OTHER_SPECS, RewritePrediction
-from icepack_dagster.domain.health import FINE_PARTITIONING
-from icepack_dagster.domain.health_model import HealthState
-from icepack_dagster.domain.procedures import qualified_table
-from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import IcepackSettings
+from icepack_dagster.domain.actions.compaction_planner import OTHER_SPECS, RewritePrediction
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.health.judging import FINE_PARTITIONING
+from icepack_dagster.domain.health.model import HealthState
+from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction
+from icepack_dagster.domain.sql.procedures import qualified_table
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.store.history_store import HistoryStore
 from tests.compaction_testkit import daily_table, files_by_partition, insert_days
 from tests.safety.safety_testkit import contents_by_version

@@ -18,6 +18,8 @@ from urllib.parse import urlparse
 import dagster as dg
 import pytest
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.maintenance.unreferenced_report import (
     UNREFERENCED_KEPT_BYTES,
@@ -26,9 +28,7 @@ from icepack_dagster.defs.maintenance.unreferenced_report import (
     UNREFERENCED_REMOVABLE_FILES,
 )
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_report
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from tests.defs.dagster_testkit import (
     after_run,
     apply_partition_requests,

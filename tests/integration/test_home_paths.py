@@ -20,9 +20,9 @@ pytestmark = pytest.mark.spark
 _SCRIPT = """
 import json, sys
 from pathlib import Path
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
-from icepack_dagster.settings import load_settings
+from icepack_dagster.config.settings import load_settings
 
 home = Path(sys.argv[1])
 settings = load_settings(home=home, catalogs={"lake": {"kind": "embedded"}},

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 import yaml
 
+from icepack_dagster.config.settings import load_settings
 from icepack_dagster.iceberg.catalogs import open_catalog
-from icepack_dagster.settings import load_settings
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 from tests.integration.test_cli import run
 from tests.tables_testkit import arrow_fingerprint

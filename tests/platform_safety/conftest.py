@@ -10,9 +10,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
 from tests.conftest import fresh_database
 from tests.factories import settings_with_platform
 from tests.platform_safety.platform_testkit import pg_env, prod_instance_config

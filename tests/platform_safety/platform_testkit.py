@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import dagster as dg
 import yaml
 
-from icepack_dagster.settings import IcepackSettings
+from icepack_dagster.config.settings import IcepackSettings
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def code_location_settings(settings: IcepackSettings) -> dict[str, Any]:
 def write_code_location(directory: Path, name: str, source: str, settings: dict[str, Any]) -> Path:
     """A python file defining `defs` (with `SETTINGS` available to it) and a workspace.yaml loading it."""
     header = (
-        "import json\n\nfrom icepack_dagster.settings import load_settings\n\n"
+        "import json\n\nfrom icepack_dagster.config.settings import load_settings\n\n"
         f"SETTINGS = load_settings(**json.loads({json.dumps(settings)!r}))\n"
     )
     (directory / f"{name}.py").write_text(header + source)

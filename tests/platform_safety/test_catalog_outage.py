@@ -19,18 +19,18 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.partitions import PARTITIONS_NAME
-from icepack_dagster.defs.run_tags import maintenance_tags
-from icepack_dagster.domain.health_model import HealthState
-from icepack_dagster.domain.sensor_cursors import MaintenanceCursor
-from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import (
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import (
     EmbeddedCatalogSettings,
     IcepackSettings,
     PostgresCatalogSettings,
 )
+from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.partitions import PARTITIONS_NAME
+from icepack_dagster.defs.run_tags import maintenance_tags
+from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor
+from icepack_dagster.domain.health.model import HealthState
+from icepack_dagster.iceberg.catalogs import CatalogSet
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, _admin_connection
 from tests.defs.dagster_testkit import (
     apply_partition_requests,

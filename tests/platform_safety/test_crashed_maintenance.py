@@ -30,16 +30,16 @@ import dagster as dg
 import pytest
 import yaml
 
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB, BATCH_TABLES_TAG, batch_run_config
 from icepack_dagster.defs.maintenance.failure_sensor import WORKER_DIED
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, maintenance_tags
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.table_key import parse_table_key
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.table.key import parse_table_key
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import NO_ACTIONS, small_file_table
 from tests.platform_safety.platform_testkit import (
     ONLY_COMPACTION,

@@ -20,6 +20,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import ASSETS, JOBS
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.event_reads import metadata_of
@@ -29,8 +31,6 @@ from icepack_dagster.defs.resources import SparkResource, build_resources
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, TABLE_TAG
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import small_file_table
 from tests.factories import settings_with_platform
 from tests.platform_safety.platform_testkit import (
@@ -52,7 +52,7 @@ import dagster as dg
 
 from icepack_dagster.definitions import ASSETS, JOBS
 from icepack_dagster.defs.maintenance.job import maintenance_job
-from icepack_dagster.platform_settings import PlatformSettings
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.resources import build_resources
 from icepack_dagster.defs.run_tags import maintenance_tags
 

@@ -24,13 +24,13 @@ import dagster as dg
 import pytest
 import yaml
 
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
 from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.run_tags import PARTITION_TAG
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import small_file_table
 from tests.platform_safety.platform_testkit import (
     ONLY_COMPACTION,
@@ -60,7 +60,7 @@ from icepack_dagster.defs.maintenance.job import maintenance_job
 from icepack_dagster.defs.maintenance.post_maintenance_sensor import build_post_maintenance_sensor
 from icepack_dagster.defs.resources import IcepackResource, build_resources
 from icepack_dagster.defs.run_tags import maintenance_tags
-from icepack_dagster.platform_settings import PlatformSettings
+from icepack_dagster.config.platform import PlatformSettings
 
 GATE = Path({gate!r})
 SENSOR_TABLE = {sensor_table!r}

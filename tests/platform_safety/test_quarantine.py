@@ -17,15 +17,15 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.run_tags import TABLE_TAG
-from icepack_dagster.domain.sensor_cursors import MaintenanceCursor
-from icepack_dagster.domain.table_key import parse_table_key
+from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor
+from icepack_dagster.domain.table.key import parse_table_key
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
     evaluate_sensor,

@@ -27,12 +27,12 @@ import dagster as dg
 import pytest
 from pydantic import SecretStr
 
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import IcepackSettings, PostgresCatalogSettings, RestCatalogSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.settings import IcepackSettings, PostgresCatalogSettings, RestCatalogSettings
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
 from tests.defs.dagster_testkit import (
     apply_partition_requests,

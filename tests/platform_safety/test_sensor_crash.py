@@ -25,10 +25,10 @@ import dagster as dg
 import pytest
 from dagster._core.scheduler.instigation import TickStatus
 
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.run_tags import TABLE_TAG
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
     evaluate_sensor,
@@ -56,7 +56,7 @@ import dagster as dg
 from dagster._core.scheduler.instigation import TickStatus
 
 from icepack_dagster.definitions import ASSETS, JOBS
-from icepack_dagster.platform_settings import PlatformSettings
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.resources import build_resources
 from icepack_dagster.defs.maintenance.maintenance_sensor import build_maintenance_sensor
 

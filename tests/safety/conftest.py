@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.store.history_store import HistoryStore
 
 

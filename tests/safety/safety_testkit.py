@@ -29,8 +29,8 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.procedures import qualified_table, sql_string
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.sql.procedures import qualified_table, sql_string
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.iceberg.catalogs import CatalogSet
 
 FIVE_DAYS_AGO = time.time() - 5 * 24 * 3600

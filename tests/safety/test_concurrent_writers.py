@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
-from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.procedures import qualified_table
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
+from icepack_dagster.domain.health.thresholds import HealthThresholds
+from icepack_dagster.domain.sql.procedures import qualified_table
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.status_reader import collect_status

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.procedures import SESSION_SETUP, existence_probe, qualified_table
-from icepack_dagster.domain.recommendation import gc_disabled_reason
+from icepack_dagster.cli.presentation import format_report
+from icepack_dagster.config.settings import IcepackSettings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.recommendation.recommender import gc_disabled_reason
+from icepack_dagster.domain.sql.procedures import SESSION_SETUP, existence_probe, qualified_table
 from icepack_dagster.engine import TABLE_GONE, Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.presentation import format_report
-from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.store.history_store import HistoryStore
 from tests.safety.safety_testkit import (
     MOR_V2,

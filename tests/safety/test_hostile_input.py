@@ -21,19 +21,19 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.policy import PROPERTY_NAMES
-from icepack_dagster.domain.procedures import (
+from icepack_dagster.config.settings import IcepackSettings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.policy.layering import PROPERTY_NAMES
+from icepack_dagster.domain.sql.procedures import (
     existence_probe,
     qualified_table,
     quote_identifier,
     sql_string,
 )
-from icepack_dagster.domain.spark_overrides import ALLOWED, SQL_PROPERTY_PREFIX, validate_override
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.sql.spark_overrides import ALLOWED, SQL_PROPERTY_PREFIX, validate_override
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.store.history_store import HistoryStore
 from tests.factories import make_action, make_recommendation

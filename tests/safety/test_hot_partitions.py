@@ -21,10 +21,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
-from icepack_dagster.domain.procedures import qualified_table
-from icepack_dagster.domain.recommendation_model import RecommendedAction
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
+from icepack_dagster.domain.recommendation.model import RecommendedAction
+from icepack_dagster.domain.sql.procedures import qualified_table
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.spark.runner import MaintenanceRunner
 from tests.compaction_testkit import daily_table, insert_days

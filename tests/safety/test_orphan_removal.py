@@ -21,10 +21,10 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.actions import ActionResult, MaintenanceAction
-from icepack_dagster.domain.procedure_options import REFUSED_OPTIONS
-from icepack_dagster.domain.procedures import qualified_table, render_call
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
+from icepack_dagster.domain.actions.procedure_options import REFUSED_OPTIONS
+from icepack_dagster.domain.sql.procedures import qualified_table, render_call
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import InvalidProcedureOptionError
 from icepack_dagster.iceberg.catalogs import CatalogSet

@@ -18,11 +18,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icepack_dagster.catalog_config import spark_catalog_conf
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import load_settings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import IcepackError
-from icepack_dagster.settings import load_settings
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.store.history_store import HistoryStore
 from tests.conftest import PG_HOST, PG_PORT

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.procedures import qualified_table
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from tests.safety.safety_testkit import (

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, select
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.procedures import qualified_table
+from icepack_dagster.config.settings import IcepackSettings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import TableLeaseHeldError
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.settings import IcepackSettings
 from icepack_dagster.store.table_lease import TableLeases, table_leases
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 from tests.safety.safety_testkit import make_table

@@ -22,7 +22,8 @@ import requests
 import sqlalchemy
 import sqlalchemy.exc
 
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.config.settings import IcepackSettings, load_settings
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalog_errors import (
     RETRY_DELAYS_SECONDS,
@@ -30,7 +31,6 @@ from icepack_dagster.iceberg.catalog_errors import (
     is_transient,
     with_retries,
 )
-from icepack_dagster.settings import IcepackSettings, load_settings
 from tests.platform_safety.private_postgres import PrivatePostgres
 from tests.tables_testkit import arrow_fingerprint
 

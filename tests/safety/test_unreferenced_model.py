@@ -9,7 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from icepack_dagster.domain.safety import UnreferencedFile, classify_unreferenced, file_identity
+from icepack_dagster.domain.table.unreferenced_files import (
+    UnreferencedFile,
+    classify_unreferenced,
+    file_identity,
+)
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)
 

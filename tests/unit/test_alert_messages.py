@@ -10,11 +10,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import SecretStr
 
-from icepack_dagster.domain.alerts import MASK, MAX_ERROR_CHARS, judge_streak, mask_secrets, shown_error
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.sensor_cursors import AlertCursor, decode_cursor
+from icepack_dagster.alerting.webhook import post_json
+from icepack_dagster.domain.decisions.sensor_cursors import AlertCursor, decode_cursor
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.reports.alerts import (
+    MASK,
+    MAX_ERROR_CHARS,
+    judge_streak,
+    mask_secrets,
+    shown_error,
+)
 from icepack_dagster.exceptions import WebhookDeliveryError
-from icepack_dagster.webhook import post_json
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TABLE = "lake.sales.orders"

@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from icepack_dagster.domain.action_outcome import compare
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.compaction_planner import (
+from icepack_dagster.domain.actions.compaction_planner import (
     OTHER_SPECS,
     RewritePrediction,
     RewriteSizes,
@@ -25,16 +23,18 @@ from icepack_dagster.domain.compaction_planner import (
     predict_rewrite,
     smallest_mergeable_group,
 )
-from icepack_dagster.domain.partition_filter import display_value, partition_predicate
-from icepack_dagster.domain.partition_layout import (
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.position_delete_planner import (
+    delete_rewrite_sizes,
+    predict_position_delete_rewrite,
+)
+from icepack_dagster.domain.outcomes.action_outcome import compare
+from icepack_dagster.domain.table.partition_filter import display_value, partition_predicate
+from icepack_dagster.domain.table.partition_layout import (
     PartitionCandidates,
     PartitionField,
     PartitionLayout,
     PartitionSpecLayout,
-)
-from icepack_dagster.domain.position_delete_planner import (
-    delete_rewrite_sizes,
-    predict_position_delete_rewrite,
 )
 
 MiB = 1024**2

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.settings import IcepackSettings, load_settings
 from icepack_dagster.spark.session import describe_spark_conf, spark_conf
 
 SERVER_SIDE = ("spark.master", "spark.app.name", "spark.jars", "spark.sql.extensions")

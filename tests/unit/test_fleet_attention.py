@@ -4,8 +4,8 @@ only for tables measured; healthy tables that are not quarantined never listed."
 
 from __future__ import annotations
 
-from icepack_dagster.domain.fleet import FleetSummary, fleet_markdown, needing_attention
-from icepack_dagster.domain.health_model import HealthState, Severity
+from icepack_dagster.domain.health.model import HealthState, Severity
+from icepack_dagster.domain.reports.fleet import FleetSummary, fleet_markdown, needing_attention
 from tests.factories import make_health, make_issue
 
 H, W, C, U = HealthState.HEALTHY, HealthState.WARNING, HealthState.CRITICAL, HealthState.UNKNOWN

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icepack_dagster.domain.health import (
+from icepack_dagster.domain.health.judging import (
     DELETE_FILE_BUILDUP,
     FINE_PARTITIONING,
     ISSUE_CODES,
@@ -26,9 +26,13 @@ from icepack_dagster.domain.health import (
     unknown_health,
     worst_state,
 )
-from icepack_dagster.domain.health_model import HealthState, Severity
-from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.partition_layout import PartitionCandidates, PartitionLayout, PartitionSpecLayout
+from icepack_dagster.domain.health.model import HealthState, Severity
+from icepack_dagster.domain.health.thresholds import HealthThresholds
+from icepack_dagster.domain.table.partition_layout import (
+    PartitionCandidates,
+    PartitionLayout,
+    PartitionSpecLayout,
+)
 from tests.factories import MiB, make_status
 
 DEFAULTS = HealthThresholds()

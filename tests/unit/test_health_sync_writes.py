@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from icepack_dagster.domain.health_model import HealthState, Severity, TableHealth
-from icepack_dagster.domain.health_sync_writes import (
+from icepack_dagster.domain.health.model import HealthState, Severity, TableHealth
+from icepack_dagster.domain.health.sync_writes import (
     LastWrite,
     RewritePolicy,
     RewriteSlot,

@@ -10,8 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.iceberg_properties import (
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.policy.layering import PolicyRule, resolve_policy
+from icepack_dagster.domain.sql.procedures import guard_action
+from icepack_dagster.domain.table.iceberg_properties import (
     ICEBERG_PROPERTIES,
     explain_iceberg_layer,
     gc_enabled,
@@ -19,9 +21,7 @@ from icepack_dagster.domain.iceberg_properties import (
     iceberg_value,
     java_integer,
 )
-from icepack_dagster.domain.policy import PolicyRule, resolve_policy
-from icepack_dagster.domain.procedures import guard_action
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import UnsafeMaintenanceError
 
 KEY = TableKey(catalog="lake", namespace=("ns",), name="t")

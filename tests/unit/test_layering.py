@@ -219,7 +219,7 @@ def environment_readers(root: Path) -> list[str]:
     found = []
     for path in sorted(root.rglob("*.py")):
         module = path.relative_to(root).as_posix()
-        if module == "settings.py":
+        if module == "config/settings.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr in {"environ", "getenv", "environb"}:

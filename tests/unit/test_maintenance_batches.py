@@ -4,8 +4,8 @@ tables; a batch size of 1 is a run per table."""
 
 from __future__ import annotations
 
-from icepack_dagster.domain.maintenance_batches import plan_runs
-from icepack_dagster.domain.maintenance_selection import Decision
+from icepack_dagster.domain.decisions.maintenance_batches import plan_runs
+from icepack_dagster.domain.decisions.maintenance_selection import Decision
 
 
 def _launch(name: str, priority: float) -> Decision:

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from icepack_dagster.domain.actions import ActionResult, ActionStatus, MaintenanceAction
-from icepack_dagster.domain.maintenance_report import MaintenanceReport, Outcome
+from icepack_dagster.domain.actions.maintenance_action import ActionResult, ActionStatus, MaintenanceAction
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport, Outcome
 
 AT = datetime(2026, 11, 1, tzinfo=UTC)
 

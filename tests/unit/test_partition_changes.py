@@ -5,7 +5,7 @@ and every partition is when the cursor's position is unknown."""
 
 from __future__ import annotations
 
-from icepack_dagster.domain.partition_changes import plan_partition_changes
+from icepack_dagster.domain.decisions.dagster_partition_changes import plan_partition_changes
 
 
 def test_new_and_dropped_tables_are_added_and_removed() -> None:

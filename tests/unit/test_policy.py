@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from icepack_dagster.domain.actions import ACTION_ORDER, MaintenanceAction
-from icepack_dagster.domain.policy import (
+from icepack_dagster.config.policy_file import load_policy_rules
+from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER, MaintenanceAction
+from icepack_dagster.domain.policy.layering import (
     PROPERTY_NAMES,
     Policy,
     PolicyRule,
@@ -25,10 +26,9 @@ from icepack_dagster.domain.policy import (
     in_window,
     resolve_policy,
 )
-from icepack_dagster.domain.table_key import TableKey
-from icepack_dagster.domain.window import MaintenanceWindow, parse_windows
+from icepack_dagster.domain.policy.window import MaintenanceWindow, parse_windows
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import ConfigurationError, InvalidPolicyError
-from icepack_dagster.policy_file import load_policy_rules
 
 KEY = TableKey(catalog="lake", namespace=("analytics",), name="events")
 OTHER = TableKey(catalog="lake", namespace=("finance",), name="ledger")

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.procedures import (
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.sql.procedures import (
     ARGUMENT_OPTIONS,
     MAP_OPTIONS,
     guard_action,
     render_call,
     sql_string,
 )
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import (
     InvalidPolicyError,
     InvalidProcedureOptionError,

@@ -13,21 +13,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icepack_dagster.domain.actions import ACTION_ORDER, MaintenanceAction
-from icepack_dagster.domain.health import assess_health, unknown_health
-from icepack_dagster.domain.health_model import TableHealth
-from icepack_dagster.domain.health_thresholds import HealthThresholds
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.partition_layout import (
+from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER, MaintenanceAction
+from icepack_dagster.domain.health.judging import assess_health, unknown_health
+from icepack_dagster.domain.health.model import TableHealth
+from icepack_dagster.domain.health.thresholds import HealthThresholds
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.policy.layering import Policy
+from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction, SkippedAction
+from icepack_dagster.domain.recommendation.recommender import gc_disabled_reason, recommend
+from icepack_dagster.domain.table.partition_layout import (
     PartitionCandidates,
     PartitionField,
     PartitionLayout,
     PartitionSpecLayout,
 )
-from icepack_dagster.domain.policy import Policy
-from icepack_dagster.domain.recommendation import gc_disabled_reason, recommend
-from icepack_dagster.domain.recommendation_model import Recommendation, RecommendedAction, SkippedAction
-from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.table.status import TableStatus
 from tests.factories import NOW, MiB, make_status
 
 A = MaintenanceAction

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from icepack_dagster.catalog_config import pyiceberg_properties, redact_conf, spark_catalog_conf
+from icepack_dagster.config.settings import EmbeddedCatalogSettings, load_settings
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.settings import EmbeddedCatalogSettings, load_settings
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ kept only while younger than older_than. Real tables: tests/safety/test_expiry_p
 
 from __future__ import annotations
 
-from icepack_dagster.domain.snapshot_graph import RefFacts, SnapshotGraph, expired_by_iceberg
+from icepack_dagster.domain.table.snapshot_graph import RefFacts, SnapshotGraph, expired_by_iceberg
 
 NOW = 1_000_000
 FOREVER = 2**63 - 1

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from icepack_dagster.domain.procedures import SESSION_SETUP
-from icepack_dagster.domain.spark_overrides import ALLOWED, render_set, resolve_overrides
+from icepack_dagster.domain.sql.procedures import SESSION_SETUP
+from icepack_dagster.domain.sql.spark_overrides import ALLOWED, render_set, resolve_overrides
 from icepack_dagster.exceptions import RejectedSparkOverrideError
 
 TABLE = "lake.sales.orders"

@@ -4,10 +4,10 @@ nested map); short statements untouched."""
 
 from __future__ import annotations
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.procedures import SESSION_SETUP, render_call
-from icepack_dagster.domain.sql_display import call_lines, readable_sql
-from icepack_dagster.domain.table_key import parse_table_key
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.sql.display import call_lines, readable_sql
+from icepack_dagster.domain.sql.procedures import SESSION_SETUP, render_call
+from icepack_dagster.domain.table.key import parse_table_key
 
 KEY = parse_table_key("lake.sales.or,ders")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icepack_dagster.domain.maintenance_selection import sweep_page
+from icepack_dagster.domain.decisions.maintenance_selection import sweep_page
 
 TABLES = [f"lake.ns.t{i}" for i in range(7)]
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icepack_dagster.domain.table_key import TableKey, parse_table_key, resolve_table_argument
+from icepack_dagster.domain.table.key import TableKey, parse_table_key, resolve_table_argument
 from icepack_dagster.exceptions import InvalidTableIdentifierError
 
 part = st.text(min_size=1, max_size=20)

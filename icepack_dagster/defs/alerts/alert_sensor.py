@@ -14,6 +14,8 @@ import logging
 import dagster as dg
 from pydantic import SecretStr
 
+from icepack_dagster.alerting.webhook import post_json
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.alerts.alert_sources import (
     failed_health_syncs,
     run_batch,
@@ -22,11 +24,9 @@ from icepack_dagster.defs.alerts.alert_sources import (
 )
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.table_histories import table_histories
-from icepack_dagster.domain.alerts import Alert, StreakSeen, health_sync_failed_alert, judge_streak
-from icepack_dagster.domain.sensor_cursors import AlertCursor, decode_cursor
+from icepack_dagster.domain.decisions.sensor_cursors import AlertCursor, decode_cursor
+from icepack_dagster.domain.reports.alerts import Alert, StreakSeen, health_sync_failed_alert, judge_streak
 from icepack_dagster.exceptions import WebhookDeliveryError
-from icepack_dagster.platform_settings import PlatformSettings
-from icepack_dagster.webhook import post_json
 
 ALERTED_RUNS_KEPT = 200
 NOT_CONFIGURED = "alerting is off: set ICEPACK_PLATFORM_ALERT_WEBHOOK_URL (platform.alert_webhook_url)"

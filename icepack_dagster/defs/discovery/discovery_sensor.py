@@ -13,6 +13,7 @@ sync on the next tick under the same run keys.
 
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.health_sync.job import (
     HEALTH_SYNC_MATERIALIZES,
     health_sync_job,
@@ -20,11 +21,13 @@ from icepack_dagster.defs.health_sync.job import (
 )
 from icepack_dagster.defs.partitions import ICEBERG_TABLES, PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.domain.partition_changes import PartitionChanges, plan_partition_changes
-from icepack_dagster.domain.sensor_cursors import DiscoveryCursor, decode_cursor
+from icepack_dagster.domain.decisions.dagster_partition_changes import (
+    PartitionChanges,
+    plan_partition_changes,
+)
+from icepack_dagster.domain.decisions.sensor_cursors import DiscoveryCursor, decode_cursor
 from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.iceberg.discovery import DiscoveryResult
-from icepack_dagster.platform_settings import PlatformSettings
 
 _SHOWN = 5
 

@@ -4,11 +4,11 @@ followed directly: it records its tables' status and health itself, and no healt
 
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.fleet.job import fleet_summary_job
 from icepack_dagster.defs.health_sync.job import health_sync_job
 from icepack_dagster.defs.maintenance.batch_job import maintenance_batch_job
 from icepack_dagster.defs.maintenance.job import maintenance_job
-from icepack_dagster.platform_settings import PlatformSettings
 
 _WAITING = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING]
 

@@ -18,8 +18,13 @@ from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import runs_maintaining
 from icepack_dagster.defs.table_histories import table_histories
-from icepack_dagster.domain.fleet import ATTENTION_ROWS, FleetSummary, TableAttention, needing_attention
-from icepack_dagster.domain.health_model import HealthState, TableHealth
+from icepack_dagster.domain.health.model import HealthState, TableHealth
+from icepack_dagster.domain.reports.fleet import (
+    ATTENTION_ROWS,
+    FleetSummary,
+    TableAttention,
+    needing_attention,
+)
 from icepack_dagster.engine import Engine
 
 _QUEUED = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]

@@ -23,8 +23,8 @@ from prometheus_client.registry import Collector
 from icepack_dagster.defs.asset_keys import FLEET_SUMMARY
 from icepack_dagster.defs.event_reads import latest, metadata_of
 from icepack_dagster.defs.materialization_codec import decode_fleet
-from icepack_dagster.domain.fleet import FleetSummary
-from icepack_dagster.domain.health_model import HealthState, state_rank
+from icepack_dagster.domain.health.model import HealthState, state_rank
+from icepack_dagster.domain.reports.fleet import FleetSummary
 
 DEFAULT_PORT = 9464
 

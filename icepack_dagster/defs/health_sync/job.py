@@ -4,7 +4,7 @@ the run requests that start it (the schedule, discovery's first syncs, the post-
 One run per batch of up to `health_sync_batch_size` tables, never one run per table: each run lists its
 tables in its run config (consecutive `iceberg_tables` partitions), reads only tables whose metadata
 changed, and writes materializations only for tables whose status or health changed (or is due a
-periodic rewrite): see `domain/health_sync_writes.py`.
+periodic rewrite): see `domain/health/sync_writes.py`.
 """
 
 from collections.abc import Mapping, Sequence
@@ -18,7 +18,7 @@ from icepack_dagster.defs.health_sync.table_sync import sync_tables
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import batch_tags, observation_tags
-from icepack_dagster.domain.health_sync_writes import SyncWrites
+from icepack_dagster.domain.health.sync_writes import SyncWrites
 
 # A schedule or sensor on this op job is not linked to assets by Dagster (only asset jobs are), so each
 # names the assets its runs materialize in its metadata, which the UI shows as links on its page.

@@ -12,6 +12,7 @@ click) hold nothing back.
 
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.health_sync.job import (
     HEALTH_SYNC_MATERIALIZES,
     health_sync_job,
@@ -20,7 +21,6 @@ from icepack_dagster.defs.health_sync.job import (
 )
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.run_tags import SCHEDULE_NAME_TAG
-from icepack_dagster.platform_settings import PlatformSettings
 
 SCHEDULE_NAME = "health_sync_schedule"
 # Every status of a run that has not ended (a run Dagster will retry ends, and its retry is queued).

@@ -31,11 +31,11 @@ from icepack_dagster.defs.materialization_codec import (
 )
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.domain.health import unknown_health
-from icepack_dagster.domain.health_model import HealthState, TableHealth
-from icepack_dagster.domain.health_sync_writes import LastWrite, RewritePolicy, write_reason
-from icepack_dagster.domain.status import TableStatus
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.health.judging import unknown_health
+from icepack_dagster.domain.health.model import HealthState, TableHealth
+from icepack_dagster.domain.health.sync_writes import LastWrite, RewritePolicy, write_reason
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.engine import Engine, utc_now
 from icepack_dagster.exceptions import IcepackError
 

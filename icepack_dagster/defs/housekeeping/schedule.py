@@ -2,8 +2,8 @@
 
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.housekeeping.job import housekeeping_job
-from icepack_dagster.platform_settings import PlatformSettings
 
 
 def build_housekeeping_schedule(platform: PlatformSettings) -> dg.ScheduleDefinition:

@@ -1,5 +1,5 @@
 """The `maintenance_batch` job: one run maintains several small tables one after the other in one
-Spark session (`domain/maintenance_batches.py` says which tables share a run, `batch_maintenance.py`
+Spark session (`domain/decisions/maintenance_batches.py` says which tables share a run, `batch_maintenance.py`
 what the run does), and the run requests the maintenance sensor makes for it.
 
 A batch run is a maintenance run like any other for the queue and the sensor's caps (`icepack/kind`:
@@ -16,6 +16,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
 from icepack_dagster.defs.maintenance.batch_maintenance import maintain_batch
@@ -29,9 +30,8 @@ from icepack_dagster.defs.run_tags import (
     RETRY_ON_FAILURE_TAG,
     batch_tags,
 )
-from icepack_dagster.domain.maintenance_batches import PlannedRun, is_small, plan_runs
-from icepack_dagster.domain.maintenance_selection import Decision
-from icepack_dagster.platform_settings import PlatformSettings
+from icepack_dagster.domain.decisions.maintenance_batches import PlannedRun, is_small, plan_runs
+from icepack_dagster.domain.decisions.maintenance_selection import Decision
 
 BATCH_TABLES_TAG = "icepack/batch_tables"
 BATCH_JOB = "maintenance_batch"

@@ -36,8 +36,8 @@ from icepack_dagster.defs.maintenance.maintenance_recommendation import recommen
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_health, maintenance_metadata
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.recommendation_model import Recommendation
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.recommendation.model import Recommendation
 from icepack_dagster.engine import Engine, utc_now
 from icepack_dagster.exceptions import IcepackError
 

@@ -25,14 +25,14 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.maintenance.batch_job import batch_tables, maintain_tables_op
 from icepack_dagster.defs.maintenance.exclusivity import MAINTAINED_STEP
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import PARTITION_TAG
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.platform_settings import PlatformSettings
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 
 WORKER_DIED = "the run worker died without recording an outcome"
 # The error class Dagster's multiprocess executor reports for a step process that died (killed, OOM).

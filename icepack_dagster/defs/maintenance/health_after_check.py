@@ -9,7 +9,7 @@ import dagster as dg
 
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.materialization_codec import judged_materialization
-from icepack_dagster.domain.health_model import HealthState, TableHealth
+from icepack_dagster.domain.health.model import HealthState, TableHealth
 
 HEALTH_AFTER_CHECK = "healthy_after_maintenance"
 

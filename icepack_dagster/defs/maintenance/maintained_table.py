@@ -18,10 +18,10 @@ from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommend
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.defs.run_tags import MAINTENANCE_POOL, OUTCOME_TAG
-from icepack_dagster.domain.health_model import state_rank
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.recommendation_model import Recommendation
+from icepack_dagster.domain.health.model import state_rank
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.recommendation.model import Recommendation
 from icepack_dagster.engine import TABLE_GONE, utc_now
 from icepack_dagster.exceptions import TableNotFoundError
 

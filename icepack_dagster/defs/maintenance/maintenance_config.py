@@ -7,7 +7,7 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field, field_validator
 
-from icepack_dagster.domain.actions import MaintenanceAction
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 
 
 class MaintenanceConfig(dg.Config):

@@ -7,12 +7,12 @@ from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.materialization_codec import Metadata, recommendation_metadata
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.domain.actions import ACTION_ORDER
-from icepack_dagster.domain.health_model import state_rank
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.policy import explain_policy, in_window
-from icepack_dagster.domain.recommendation_model import Recommendation, SkippedAction
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER
+from icepack_dagster.domain.health.model import state_rank
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.policy.layering import explain_policy, in_window
+from icepack_dagster.domain.recommendation.model import Recommendation, SkippedAction
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import TABLE_GONE, Engine, utc_now
 from icepack_dagster.exceptions import TableNotFoundError
 

@@ -15,6 +15,7 @@ tick, and a less urgent table left out returns with its next health event, at mo
 
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.event_reads import (
     latest_per_partition,
@@ -33,9 +34,8 @@ from icepack_dagster.defs.materialization_codec import decode_health
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import maintenance_tags, runs_maintaining, table_of_run
-from icepack_dagster.domain.health_model import HealthState
-from icepack_dagster.domain.maintenance_batches import PlannedRun
-from icepack_dagster.domain.maintenance_selection import (
+from icepack_dagster.domain.decisions.maintenance_batches import PlannedRun
+from icepack_dagster.domain.decisions.maintenance_selection import (
     Decision,
     choose,
     explain,
@@ -44,9 +44,9 @@ from icepack_dagster.domain.maintenance_selection import (
     order_candidates,
     sweep_page,
 )
-from icepack_dagster.domain.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
+from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
+from icepack_dagster.domain.health.model import HealthState
 from icepack_dagster.engine import utc_now
-from icepack_dagster.platform_settings import PlatformSettings
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -148,7 +148,7 @@ def _plan(
     instance: dg.DagsterInstance, platform: PlatformSettings, decisions: list[Decision], slots: int
 ) -> tuple[list[PlannedRun], list[Decision]]:
     """(runs to launch, tables deferred): one run per table, or with maintenance_batch_size > 1 small
-    tables sharing batch runs (domain/maintenance_batches.py); at most `slots` runs."""
+    tables sharing batch runs (domain/decisions/maintenance_batches.py); at most `slots` runs."""
     if platform.maintenance_batch_size > 1:
         return plan_batches(instance, choose(decisions, len(decisions))[0], slots, platform)
     launch, deferred = choose(decisions, slots)

@@ -13,13 +13,13 @@ materializations for a batch of 200); the fleet sensor follows the batch run dir
 
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.health_sync.job import health_sync_job, health_sync_run_config
 from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.run_tags import batch_tags
-from icepack_dagster.platform_settings import PlatformSettings
 
 _UNCHANGED = {"dry_run", "nothing_to_do"}
 

@@ -14,7 +14,7 @@ import dagster as dg
 from icepack_dagster.defs.asset_keys import TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest_of
 from icepack_dagster.defs.partitions import table_key
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import InvalidTableIdentifierError
 

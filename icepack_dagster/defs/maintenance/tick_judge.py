@@ -12,12 +12,12 @@ from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.materialization_codec import decode_status
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.run_tags import maintenance_runs
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.maintenance_selection import Decision, Verdict, order_candidates
-from icepack_dagster.domain.policy import in_window
-from icepack_dagster.domain.run_sizing import SizingPolicy, size_run, sizing_tags
-from icepack_dagster.domain.sensor_cursors import PendingTable
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.decisions.maintenance_selection import Decision, Verdict, order_candidates
+from icepack_dagster.domain.decisions.sensor_cursors import PendingTable
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.policy.layering import in_window
+from icepack_dagster.domain.sizing.run_sizing import SizingPolicy, size_run, sizing_tags
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import ConfigurationError, InvalidPolicyError
 

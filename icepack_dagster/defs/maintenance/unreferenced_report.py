@@ -12,9 +12,9 @@ only when orphan removal ran. A failed listing is reported, never fails the run.
 
 import dagster as dg
 
-from icepack_dagster.domain.actions import MaintenanceAction
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.table_key import TableKey
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import IcepackError
 

@@ -18,10 +18,10 @@ from icepack_dagster.defs.materialization_codec.records import (
     record,
     table,
 )
-from icepack_dagster.domain.fleet import FleetSummary, TableAttention, fleet_markdown
-from icepack_dagster.domain.health import format_bytes
-from icepack_dagster.domain.health_model import HealthState
-from icepack_dagster.domain.prediction_model import PredictionAccuracy
+from icepack_dagster.domain.health.judging import format_bytes
+from icepack_dagster.domain.health.model import HealthState
+from icepack_dagster.domain.outcomes.prediction import PredictionAccuracy
+from icepack_dagster.domain.reports.fleet import FleetSummary, TableAttention, fleet_markdown
 
 NEEDS_ATTENTION = "needs_attention"
 _ATTENTION_COLUMNS = [

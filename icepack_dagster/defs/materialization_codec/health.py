@@ -27,7 +27,7 @@ from icepack_dagster.defs.materialization_codec.records import (
     record,
     table,
 )
-from icepack_dagster.domain.health_model import HealthState, TableHealth, state_rank
+from icepack_dagster.domain.health.model import HealthState, TableHealth, state_rank
 
 HEALTH_CHECK = "healthy"
 HEALTH_CHECK_DESCRIPTION = (

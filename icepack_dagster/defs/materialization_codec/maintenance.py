@@ -23,11 +23,11 @@ from icepack_dagster.defs.materialization_codec.records import (
     record,
     table,
 )
-from icepack_dagster.domain.health import format_bytes
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.maintenance_impact import MaintenanceImpact, maintenance_impact
-from icepack_dagster.domain.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.sql_display import readable_sql
+from icepack_dagster.domain.health.judging import format_bytes
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.outcomes.maintenance_impact import MaintenanceImpact, maintenance_impact
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.sql.display import readable_sql
 
 
 def _impact_numbers(impact: MaintenanceImpact) -> Metadata:

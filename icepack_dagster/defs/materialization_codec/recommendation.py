@@ -17,9 +17,9 @@ from icepack_dagster.defs.materialization_codec.records import (
     record,
     table,
 )
-from icepack_dagster.domain.health import format_bytes
-from icepack_dagster.domain.history import TableHistory
-from icepack_dagster.domain.recommendation_model import Recommendation
+from icepack_dagster.domain.health.judging import format_bytes
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.recommendation.model import Recommendation
 
 
 def history_metadata(history: TableHistory) -> Metadata:

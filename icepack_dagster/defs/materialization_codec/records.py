@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import dagster as dg
 from pydantic import BaseModel, ValidationError
 
-from icepack_dagster.domain.health import format_bytes
+from icepack_dagster.domain.health.judging import format_bytes
 
 # Bump when a record changes shape or when status is computed differently: health sync then measures every
 # table again instead of ageing statuses an older reader produced (see iceberg/status_tracker.py).

@@ -19,8 +19,8 @@ from icepack_dagster.defs.materialization_codec.records import (
     record,
     table,
 )
-from icepack_dagster.domain.health import format_bytes
-from icepack_dagster.domain.status import TableStatus
+from icepack_dagster.domain.health.judging import format_bytes
+from icepack_dagster.domain.table.status import TableStatus
 
 _MIB = 1024 * 1024
 

@@ -1,0 +1,2 @@
+"""Configuration: the settings (the only reader of the environment), their sections (platform, Spark,
+catalogs) and the policy file."""

@@ -1,0 +1,167 @@
+"""The `platform` section of the settings: Dagster-specific knobs (schedule cron, batch sizes, sensor
+intervals, maintenance caps, the fleet metrics file, the alert webhook). Only the Dagster layer uses
+them. `settings.py` reads them with the rest: `ICEPACK_PLATFORM_<FIELD>` in the environment,
+`platform:` in the YAML file (docs/DAGSTER.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from icepack_dagster.domain.sizing.tiers import SizingPolicy, SizingTier
+
+
+class PlatformSettings(BaseModel):
+    """How often the platform looks, how much it does per run and per tick, and how much at once."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    health_sync_cron: str = Field(default="*/15 * * * *", description="When status and health refresh (UTC)")
+    health_sync_batch_size: int = Field(default=1000, ge=1, le=5000, description="Tables per health-sync run")
+    health_sync_workers: int = Field(default=8, ge=1, le=64, description="Tables measured at once in a run")
+    health_sync_writes: Literal["changes", "all"] = Field(
+        default="changes",
+        description="What a scheduled sync writes: materializations only for tables whose status or health "
+        "changed (or are due a rewrite), or for every table",
+    )
+    health_rewrite_hours: float = Field(
+        default=24.0, ge=0.25, description="A healthy unchanged table gets a new materialization within this"
+    )
+    attention_rewrite_hours: float = Field(
+        default=1.0, ge=0.25,
+        description="An unchanged table in warning, critical or unknown gets one this often, so the "
+        "maintenance sensor reconsiders it",
+    )
+    discovery_interval_seconds: int = Field(default=30, ge=5, description="Discovery sensor cadence")
+    partition_removals_per_tick: int = Field(
+        default=2000, ge=1, description="Partitions of dropped tables the discovery sensor removes per tick"
+    )
+    maintenance_interval_seconds: int = Field(default=30, ge=5, description="Maintenance sensor cadence")
+    max_maintenance_in_flight: int = Field(
+        default=2, ge=1, le=1000, description="Maintenance runs queued or running at once, all tables"
+    )
+    maintenance_runs_per_tick: int = Field(
+        default=2, ge=1, le=1000, description="New maintenance runs per tick"
+    )
+    maintenance_batch_size: int = Field(
+        default=1, ge=1, le=200,
+        description="Tables of the smallest sizing tier maintained in one run and one Spark application "
+        "(maintenance_batch job); 1: a run per table. Larger tables always get their own run",
+    )
+    maintenance_batch_workers: int = Field(
+        default=2, ge=1, le=8,
+        description="Tables of one maintenance_batch run maintained at the same time, each thread in its own "
+        "Spark session: one table's Spark work overlaps another's status reads and Dagster events",
+    )
+    maintenance_candidates_per_tick: int = Field(
+        default=50, ge=1, le=10000, description="Tables whose recommendation is computed per tick, best first"
+    )
+    health_events_per_tick: int = Field(
+        default=2000, ge=1, description="Health materializations read per tick"
+    )
+    orphan_sweep: bool = Field(
+        default=False,
+        description="Also launch maintenance for healthy tables whose weekly orphan-file removal is due "
+        "(orphans cannot be seen in metadata, so health never asks for it); costs one Spark run per "
+        "healthy table per week. On in the demo and the Helm overlays",
+    )
+    orphan_sweep_tables_per_tick: int = Field(
+        default=20, ge=1, le=1000, description="Healthy tables checked for a due orphan sweep per tick"
+    )
+    max_pending_tables: int = Field(
+        default=2000,
+        ge=10,
+        description="Tables needing maintenance the sensor's cursor remembers, most urgent first; the "
+        "others come back with their next health event (attention_rewrite_hours)",
+    )
+    sensors_running_by_default: bool = Field(
+        default=True, description="Sensors and schedule start RUNNING without a click (dagster dev demo)"
+    )
+    run_sizing: bool = Field(
+        default=False,
+        description="Size each maintenance run's pod and Spark from the table's size (run tags "
+        "dagster-k8s/config and icepack/spark-conf; docs/KUBERNETES.md). On in the Helm overlays.",
+    )
+    spark_image: str | None = Field(
+        default=None, description="Image for Spark executors of large-tier runs on k8s:// masters"
+    )
+    spark_executor_secret_refs: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment of k8s:// Spark executors taken from Secrets by reference: variable -> "
+        "'<secret name>:<key>' (spark.kubernetes.executor.secretKeyRef.*), e.g. the catalog credentials",
+    )
+    sizing_tiers: tuple[SizingTier, ...] | None = Field(
+        default=None,
+        description="The size classes run sizing chooses from, smallest first (docs/KUBERNETES.md); "
+        "default: the built-in small, medium and large tiers",
+    )
+    fleet_metrics_path: Path | None = Field(
+        default=None,
+        description="Prometheus textfile-collector output; default <icepack home>/metrics/icepack.prom",
+    )
+    alert_webhook_url: SecretStr | None = Field(
+        default=None,
+        description="Slack-compatible incoming webhook the alert sensor posts to (quarantine, repeated "
+        "maintenance failure, failed health sync); a secret (it carries a token); unset: no alerts",
+    )
+    alert_failing_after: int = Field(
+        default=2, ge=1, description="Consecutive maintenance failures of a table that post a warning"
+    )
+    alert_interval_seconds: int = Field(
+        default=300,
+        ge=30,
+        description="How often the alert sensor looks: each look reads every table's maintenance history "
+        "(one fleet-wide read) and latest status, so it runs less often than the maintenance sensor",
+    )
+
+    housekeeping_cron: str = Field(
+        default="17 3 * * *",
+        description="When the housekeeping job deletes old runs and prunes maintenance history (UTC)",
+    )
+    run_retention_days: int = Field(
+        default=30,
+        ge=1,
+        description="Finished Dagster runs (and their event logs) last updated longer ago than this are "
+        "deleted by the housekeeping job; runs not finished are never deleted",
+    )
+
+    @field_validator("health_sync_cron", "housekeeping_cron")
+    @classmethod
+    def _five_fields(cls, value: str) -> str:
+        if len(value.split()) != 5:
+            raise ValueError(f"{value!r} is not a 5-field cron expression (e.g. '*/15 * * * *')")
+        return value
+
+    @model_validator(mode="after")
+    def _runs_outlive_rewrites(self) -> PlatformSettings:
+        # Health sync reads each table's latest status back from its run's events: deleting runs no
+        # newer than the slowest rewrite could delete a table's latest health.
+        if self.run_retention_days * 24 <= max(self.health_rewrite_hours, self.attention_rewrite_hours):
+            raise ValueError(
+                f"run_retention_days ({self.run_retention_days}) must be longer than health_rewrite_hours "
+                f"({self.health_rewrite_hours}) and attention_rewrite_hours ({self.attention_rewrite_hours})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _valid_sizing(self) -> PlatformSettings:
+        self.sizing_policy()  # tiers out of order or with duplicate names fail at start-up
+        return self
+
+    def sizing_policy(self) -> SizingPolicy:
+        """The tiers and executor image run sizing uses (when `run_sizing` is on)."""
+        fields: dict[str, Any] = {
+            "spark_image": self.spark_image,
+            "executor_secret_refs": self.spark_executor_secret_refs,
+        }
+        if self.sizing_tiers is not None:
+            fields["tiers"] = self.sizing_tiers
+        return SizingPolicy(**fields)
+
+    @property
+    def default_status(self) -> str:
+        """`RUNNING` or `STOPPED`: how sensors and the schedule start in a fresh instance."""
+        return "RUNNING" if self.sensors_running_by_default else "STOPPED"
+

@@ -1,0 +1,72 @@
+"""Maintenance actions: their names, their canonical order, and what running one reports."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from icepack_dagster.domain.outcomes.prediction import PredictedActual
+
+
+class MaintenanceAction(StrEnum):
+    """The five actions, each one Iceberg Spark procedure. Declaration order is execution order:
+    rewrite data first (it also drops applied deletes), then deletes, then manifests, then expire
+    what the rewrites replaced, and only then look for orphans."""
+
+    REWRITE_DATA_FILES = "rewrite_data_files"
+    REWRITE_POSITION_DELETE_FILES = "rewrite_position_delete_files"
+    REWRITE_MANIFESTS = "rewrite_manifests"
+    EXPIRE_SNAPSHOTS = "expire_snapshots"
+    REMOVE_ORPHAN_FILES = "remove_orphan_files"
+
+    @property
+    def destructive(self) -> bool:
+        """Deletes files physically; refused when the table sets gc.enabled=false."""
+        return self in (MaintenanceAction.EXPIRE_SNAPSHOTS, MaintenanceAction.REMOVE_ORPHAN_FILES)
+
+
+ACTION_ORDER: tuple[MaintenanceAction, ...] = tuple(MaintenanceAction)
+
+# no_effect: ran without error but did nothing where the prediction planned work (neither success nor
+# failure: never counts towards quarantine, and is not recommended again until the table changes).
+# deferred: not run because the catalog or storage kept failing transiently, or another maintenance
+# holds the table; retried later, never a failure.
+ActionStatus = Literal["succeeded", "no_effect", "failed", "skipped", "dry_run", "deferred"]
+
+
+class ActionImpact(BaseModel):
+    """What an action changed, from the procedure's output and from status before and after."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    procedure_output: dict[str, int | float | str | None] = Field(default_factory=dict)
+    data_files_before: int | None = None
+    data_files_after: int | None = None
+    delete_files_before: int | None = None
+    delete_files_after: int | None = None
+    data_bytes_before: int | None = None
+    data_bytes_after: int | None = None
+    manifests_before: int | None = None
+    manifests_after: int | None = None
+    snapshots_before: int | None = None
+    snapshots_after: int | None = None
+    orphan_files_removed: int | None = None
+
+
+class ActionResult(BaseModel):
+    """One action on one table: what ran (the exact SQL), how it ended, and its impact."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    action: MaintenanceAction
+    status: ActionStatus
+    statements: tuple[str, ...] = Field(description="Spark SQL statements, in order (SETs then CALL)")
+    impact: ActionImpact = Field(default_factory=ActionImpact)
+    duration_seconds: float = Field(ge=0)
+    error: str | None = None
+    reason: str | None = Field(default=None, description="Why the action was skipped, when it was")
+    predicted_actual: PredictedActual | None = Field(
+        default=None, description="The recommendation's prediction next to what the procedure reported"
+    )

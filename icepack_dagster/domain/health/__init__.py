@@ -1,0 +1,2 @@
+"""Health: the thresholds, the judgement of one table's status against them, and which judgements a health
+sync writes."""

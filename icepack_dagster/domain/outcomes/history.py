@@ -1,0 +1,30 @@
+"""Maintenance history as recommendation and quarantine need it: when each action last succeeded on a
+table, and how many maintenance runs in a row have failed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+
+
+class TableHistory(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    table: str
+    last_succeeded: dict[MaintenanceAction, datetime] = Field(default_factory=dict)
+    last_run_at: datetime | None = None
+    consecutive_failures: int = Field(default=0, ge=0)
+    last_error: str | None = None
+    quarantined: bool = False
+    quarantined_at: datetime | None = None
+    no_effect_on: dict[MaintenanceAction, int] = Field(
+        default_factory=dict,
+        description="Per action whose latest run had no effect, the snapshot it was planned on",
+    )
+
+    @staticmethod
+    def empty(table: str) -> TableHistory:
+        return TableHistory(table=table)

@@ -1,0 +1,55 @@
+"""What one maintenance of one table did: its action results and an overall outcome that the CLI's
+exit code and the platform's quarantine both read."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from icepack_dagster.domain.actions.maintenance_action import ActionResult
+
+Outcome = Literal["nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone", "deferred"]
+
+
+class MaintenanceReport(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    table: str
+    snapshot_id: int | None = Field(
+        default=None, description="The table's current snapshot when its actions were planned"
+    )
+    started_at: datetime
+    finished_at: datetime
+    results: tuple[ActionResult, ...] = ()
+    table_gone: bool = Field(
+        default=False, description="The table was not in its catalog when maintenance began: nothing ran"
+    )
+    interrupted: str | None = Field(
+        default=None,
+        description="Why the maintenance ended before it could report its actions (its run worker died)",
+    )
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.table_gone:
+            return "table_gone"
+        if self.interrupted is not None:
+            return "failed"
+        statuses = {r.status for r in self.results}
+        if "failed" in statuses:
+            return "failed"
+        if "deferred" in statuses:
+            return "deferred"
+        if "no_effect" in statuses:  # did not do what it said: not a success, and not a failure either
+            return "no_effect"
+        if "succeeded" in statuses:
+            return "succeeded"
+        if "dry_run" in statuses:
+            return "dry_run"
+        return "nothing_to_do"
+
+    @property
+    def first_error(self) -> str | None:
+        return self.interrupted or next((r.error for r in self.results if r.error), None)

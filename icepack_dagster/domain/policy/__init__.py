@@ -1,0 +1,1 @@
+"""Maintenance policy: what it says, how its layers combine, windows, and the text of icepack.* properties."""

@@ -1,0 +1,1 @@
+"""Recommendation: which maintenance one table should get now, planned per action behind shared gates."""

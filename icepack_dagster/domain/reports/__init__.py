@@ -1,0 +1,1 @@
+"""What icepack reports to people: the fleet view and alerts."""

@@ -1,0 +1,94 @@
+"""The fleet view: how many tables are in each health state, what maintenance is pending or running,
+which tables need attention (unhealthy or quarantined, most urgent first, with their size), and what
+maintenance reclaimed; as markdown for the UI (the Dagster layer turns it into a sortable table and
+into Prometheus metrics: defs/fleet/metrics.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from icepack_dagster.domain.health.judging import format_bytes
+from icepack_dagster.domain.health.model import HealthState, TableHealth
+
+ATTENTION_ROWS = 500  # the most urgent tables listed; the counts by state cover every table
+_URGENCY = {HealthState.CRITICAL: 0, HealthState.UNKNOWN: 1, HealthState.WARNING: 2, HealthState.HEALTHY: 3}
+
+
+class TableAttention(BaseModel):
+    """One table a person should look at: unhealthy (warning, critical, unknown) or quarantined."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    table: str = Field(description="Partition key: catalog.namespace.table")
+    state: HealthState
+    issues: tuple[str, ...] = Field(default=(), description="Issue codes of its latest health")
+    data_bytes: int | None = Field(default=None, ge=0, description="Live data bytes; None when unmeasured")
+    quarantined: bool = False
+    last_error: str | None = Field(default=None, description="Why it is quarantined, when it is")
+
+
+class FleetSummary(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    generated_at_epoch: float = Field(ge=0)
+    tables: int = Field(ge=0)
+    by_state: dict[HealthState, int] = Field(default_factory=dict)
+    table_states: dict[str, HealthState] = Field(default_factory=dict, description="partition -> state")
+    maintenance_queued: int = Field(default=0, ge=0)
+    maintenance_running: int = Field(default=0, ge=0)
+    quarantined: dict[str, str] = Field(default_factory=dict, description="partition -> last error")
+    files_reclaimed_total: int = Field(default=0, ge=0)
+    bytes_reclaimed_total: int = Field(default=0, ge=0)
+    maintenance_events_seen: int = Field(default=0, ge=0, description="Storage id counted up to")
+    attention: tuple[TableAttention, ...] = Field(
+        default=(),
+        description=f"Unhealthy or quarantined tables, most urgent first, at most {ATTENTION_ROWS}",
+    )
+    attention_total: int = Field(default=0, ge=0, description="Tables needing attention, listed or not")
+
+    def count(self, state: HealthState) -> int:
+        return self.by_state.get(state, 0)
+
+
+def needing_attention(
+    states: Mapping[str, HealthState],
+    healths: Mapping[str, TableHealth],
+    data_bytes: Mapping[str, int],
+    quarantined: Mapping[str, str],
+) -> list[TableAttention]:
+    """Every unhealthy or quarantined table: critical, then unknown, then warning (quarantined healthy
+    tables last), the biggest first within a state, so the top of the list is where work pays most."""
+    tables = sorted({p for p, s in states.items() if s is not HealthState.HEALTHY} | set(quarantined))
+    rows = [
+        TableAttention(
+            table=table,
+            state=states.get(table, HealthState.UNKNOWN),
+            issues=tuple(i.code for i in healths[table].issues) if table in healths else (),
+            data_bytes=data_bytes.get(table),
+            quarantined=table in quarantined,
+            last_error=quarantined.get(table),
+        )
+        for table in tables
+    ]
+    return sorted(rows, key=lambda r: (_URGENCY[r.state], -(r.data_bytes or 0), r.table))
+
+
+def fleet_markdown(summary: FleetSummary) -> str:
+    lines = [
+        f"**{summary.tables} tables**: "
+        + ", ".join(f"{summary.count(s)} {s.value}" for s in HealthState),
+        "",
+        f"Maintenance: {summary.maintenance_running} running, {summary.maintenance_queued} queued.",
+        f"Reclaimed so far: {summary.files_reclaimed_total} files, "
+        f"{format_bytes(summary.bytes_reclaimed_total)}.",
+    ]
+    if summary.attention_total:
+        listed = len(summary.attention)
+        more = f" (the {listed} most urgent listed)" if listed < summary.attention_total else ""
+        lines += ["", f"**{summary.attention_total} table(s) need attention**{more}: see `needs_attention`."]
+    if summary.quarantined:
+        lines += ["", f"**{len(summary.quarantined)} quarantined**: release with "
+                  "`icepack quarantine release TABLE` or the `release_quarantine` job."]
+    return "\n".join(lines)

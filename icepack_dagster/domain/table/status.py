@@ -1,0 +1,105 @@
+"""Table status: the raw facts about one table, measured from its Iceberg metadata alone (no Spark).
+
+Current-snapshot metrics describe what a query reads now; retention metrics (snapshots, metadata log)
+describe history kept across all retained snapshots. The JSON field names are a public contract
+(`icepack status --json`, Dagster metadata): keep them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from icepack_dagster.domain.table.partition_layout import PartitionLayout
+from icepack_dagster.domain.table.snapshot_graph import SnapshotGraph
+
+
+class FileSizeBucket(BaseModel):
+    """Live data files whose size is in [lower_bytes, upper_bytes); upper None means unbounded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: str
+    lower_bytes: int = Field(ge=0)
+    upper_bytes: int | None = Field(default=None, ge=0)
+    file_count: int = Field(ge=0)
+
+
+class TableStatus(BaseModel):
+    """Everything health, policy and recommendation need to know about a table, from metadata."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    depth: Literal["full"] = Field(default="full", description="Every manifest entry read (the only depth)")
+    table: str = Field(description="Table key text: catalog.namespace.table")
+    collected_at: datetime
+    metadata_location: str | None = Field(
+        default=None, description="The metadata file measured; same file, same facts (only ages move)"
+    )
+    location: str
+    format_version: int = Field(ge=1, le=3)
+    snapshot_id: int | None = Field(description="Current snapshot of main; None for a table with no snapshot")
+    # current snapshot
+    live_data_files: int = Field(ge=0)
+    live_position_delete_files: int = Field(ge=0)
+    live_equality_delete_files: int = Field(ge=0)
+    live_delete_files: int = Field(ge=0)
+    live_data_bytes: int = Field(ge=0)
+    live_delete_bytes: int = Field(ge=0)
+    total_records: int = Field(ge=0, description="Records in live data files (before deletes apply)")
+    position_delete_records: int = Field(ge=0)
+    equality_delete_records: int = Field(ge=0)
+    target_file_size_bytes: int = Field(gt=0)
+    small_file_threshold_bytes: int = Field(gt=0)
+    small_file_count: int = Field(ge=0)
+    small_file_bytes: int = Field(ge=0)
+    file_size_histogram: tuple[FileSizeBucket, ...]
+    manifest_count: int = Field(ge=0)
+    data_manifest_count: int = Field(ge=0)
+    delete_manifest_count: int = Field(ge=0)
+    manifest_bytes: int = Field(ge=0)
+    partition_count: int = Field(ge=0)
+    partition_spec_count: int = Field(ge=1)
+    # retention / history
+    snapshot_count: int = Field(ge=0)
+    oldest_snapshot_age_seconds: float | None = Field(ge=0)
+    newest_snapshot_age_seconds: float | None = Field(ge=0)
+    snapshot_span_ms: tuple[int, int] | None = Field(
+        default=None, description="Commit times (epoch ms) of the oldest and newest snapshot: ages at any now"
+    )
+    metadata_log_entries: int = Field(ge=0)
+    branch_count: int = Field(ge=0, description="Branches besides main")
+    tag_count: int = Field(ge=0)
+    properties: dict[str, str] = Field(
+        default_factory=dict, description="Table properties (policy reads them)"
+    )
+    layout: PartitionLayout | None = Field(
+        default=None, description="Partitions with rewrite candidates (the compaction planner reads them)"
+    )
+    snapshot_graph: SnapshotGraph | None = Field(
+        default=None, description="Snapshots (id, parent, commit ms) and refs: what expiry would remove"
+    )
+
+    @property
+    def small_file_ratio(self) -> float:
+        return self.small_file_count / self.live_data_files if self.live_data_files else 0.0
+
+    @property
+    def delete_file_ratio(self) -> float:
+        if not self.live_delete_files:
+            return 0.0
+        return self.live_delete_files / max(self.live_data_files, 1)
+
+    @property
+    def average_data_file_bytes(self) -> float:
+        return self.live_data_bytes / self.live_data_files if self.live_data_files else 0.0
+
+
+def snapshot_ages(span: tuple[int, int] | None, now: datetime) -> tuple[float | None, float | None]:
+    """Ages in seconds at `now` of the oldest and newest snapshot of `span` (never negative)."""
+    if span is None:
+        return None, None
+    now_ms = now.timestamp() * 1000
+    return max(0.0, (now_ms - span[0]) / 1000), max(0.0, (now_ms - span[1]) / 1000)
