@@ -27,33 +27,11 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from icepack_dagster.catalog_settings import (
-    CatalogSettings,
-    EmbeddedCatalogSettings,
-    GlueCatalogSettings,
-    PostgresCatalogSettings,
-    RestCatalogSettings,
-    S3StorageSettings,
-    default_catalogs,
-)
+from icepack_dagster.config.catalogs import CatalogSettings, default_catalogs
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.spark import SparkSettings
 from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.exceptions import ConfigurationError
-
-# The section models, importable from here as the one place settings come from.
-__all__ = [
-    "CatalogSettings",
-    "EmbeddedCatalogSettings",
-    "GlueCatalogSettings",
-    "IcepackSettings",
-    "PlatformSettings",
-    "PostgresCatalogSettings",
-    "RestCatalogSettings",
-    "S3StorageSettings",
-    "SparkSettings",
-    "load_settings",
-]
 
 PLATFORM_ENV_PREFIX = "ICEPACK_PLATFORM_"
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -14,7 +14,8 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 
-from icepack_dagster.config.settings import IcepackSettings, SparkSettings
+from icepack_dagster.config.settings import IcepackSettings
+from icepack_dagster.config.spark import SparkSettings
 from icepack_dagster.defs.run_tags import PARTITION_TAG, TABLE_TAG
 from icepack_dagster.domain.sizing.run_sizing import read_spark_conf_tag, spark_settings_update
 from icepack_dagster.engine import Engine

@@ -14,8 +14,13 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine as SqlEngine
 
-from icepack_dagster.catalog_config import embedded_paths, pyiceberg_properties
-from icepack_dagster.config.settings import CatalogSettings, EmbeddedCatalogSettings, IcepackSettings
+from icepack_dagster.config.catalogs import (
+    CatalogSettings,
+    EmbeddedCatalogSettings,
+    embedded_paths,
+    pyiceberg_properties,
+)
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import (
     CatalogUnavailableError,

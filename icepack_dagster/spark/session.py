@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from icepack_dagster.catalog_config import (
+from icepack_dagster.config.catalogs import (
     POSTGRES_JDBC_JAR,
     SQLITE_JDBC_JAR,
     jdbc_driver_jars,

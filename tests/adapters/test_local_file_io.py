@@ -10,7 +10,7 @@ import pytest
 from pyiceberg.io import load_file_io
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
-from icepack_dagster.catalog_config import pyiceberg_properties
+from icepack_dagster.config.catalogs import pyiceberg_properties
 from icepack_dagster.config.settings import load_settings
 from icepack_dagster.iceberg.local_file_io import LiteralLocalFileIO
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from icepack_dagster.catalog_config import spark_catalog_conf
+from icepack_dagster.config.catalogs import spark_catalog_conf
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.exceptions import MissingComponentError
 from tests.catalogs.servers import RecordingProxy, moto_server, rest_catalog_server

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from icepack_dagster.catalog_config import pyiceberg_properties, redact_conf, spark_catalog_conf
+from icepack_dagster.config.catalogs import pyiceberg_properties, redact_conf, spark_catalog_conf
 from icepack_dagster.config.settings import load_settings
 from icepack_dagster.exceptions import ConfigurationError
 

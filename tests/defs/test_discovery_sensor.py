@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+from icepack_dagster.config.catalogs import PostgresCatalogSettings
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.config.settings import IcepackSettings, PostgresCatalogSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.partitions import ICEBERG_TABLES
 from icepack_dagster.iceberg.catalogs import CatalogSet

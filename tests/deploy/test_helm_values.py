@@ -28,8 +28,8 @@ import pytest
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
-from icepack_dagster.catalog_config import needs_aws_bundle
-from icepack_dagster.config.settings import EmbeddedCatalogSettings, RestCatalogSettings, load_settings
+from icepack_dagster.config.catalogs import EmbeddedCatalogSettings, RestCatalogSettings, needs_aws_bundle
+from icepack_dagster.config.settings import load_settings
 from tests.deploy import helm_chart
 from tests.deploy.helm_chart import OVERLAYS, Rendered
 

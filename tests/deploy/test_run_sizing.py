@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from icepack_dagster.config.settings import SparkSettings
+from icepack_dagster.config.spark import SparkSettings
 from icepack_dagster.domain.sizing.run_sizing import (
     K8S_CONFIG_TAG,
     MAX_RUNTIME_TAG,

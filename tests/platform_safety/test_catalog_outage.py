@@ -19,12 +19,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from icepack_dagster.config.catalogs import EmbeddedCatalogSettings, PostgresCatalogSettings
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.config.settings import (
-    EmbeddedCatalogSettings,
-    IcepackSettings,
-    PostgresCatalogSettings,
-)
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.run_tags import maintenance_tags

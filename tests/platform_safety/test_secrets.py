@@ -27,8 +27,9 @@ import dagster as dg
 import pytest
 from pydantic import SecretStr
 
+from icepack_dagster.config.catalogs import PostgresCatalogSettings, RestCatalogSettings
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.config.settings import IcepackSettings, PostgresCatalogSettings, RestCatalogSettings
+from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.partitions import PARTITIONS_NAME

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from icepack_dagster.catalog_config import spark_catalog_conf
+from icepack_dagster.config.catalogs import spark_catalog_conf
 from icepack_dagster.config.settings import load_settings
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.table.key import TableKey

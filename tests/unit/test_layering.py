@@ -4,10 +4,14 @@
 `if TYPE_CHECKING:` are annotations, not dependencies, and are ignored.
 
 The rules: `domain/` imports no dagster, pyiceberg, pyspark, yaml or sqlalchemy, and nothing of the
-adapter, engine or Dagster layers; `iceberg/` and `spark/` import no dagster and neither the Dagster
-layer (`defs/`, `definitions.py`) nor the engine; the Dagster layer imports no pyiceberg or pyspark
+configuration, adapter, engine or Dagster layers; `config/` imports no dagster, pyiceberg, pyspark or
+sqlalchemy and nothing but `domain/` of the package (everyone above the domain may read it);
+`iceberg/`, `spark/`, `store/` and `alerting/` import no dagster and neither the Dagster layer (`defs/`,
+`definitions.py`) nor the engine; the Dagster layer imports no pyiceberg or pyspark
 (it reaches them through the adapters); only `spark/` imports pyspark; only the Dagster layer imports
-dagster, and every module of `defs/` does. The checker proves itself: each rule's violation, planted
+dagster, and every module of `defs/` does. The shape holds too: the package's top level keeps only
+`definitions.py`, `exceptions.py` and `__init__.py`, and no folder holds more than 15 modules directly.
+The checker proves itself: each rule's violation, planted
 in a copy of the package, is reported.
 """
 
@@ -22,6 +26,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "icepack_dagster"
 ROOT = "icepack_dagster"
 DAGSTER_LAYER = ("defs/", "definitions.py")
+ADAPTERS = ("iceberg/", "spark/", "store/", "alerting/")
+TOP_LEVEL = {"__init__.py", "definitions.py", "exceptions.py"}
+MAX_MODULES_PER_FOLDER = 15
 _DYNAMIC = {"import_module", "__import__"}
 
 
@@ -95,8 +102,11 @@ def _ours(*names: str) -> list[str]:
 # (whose modules, what they must not import)
 FORBIDDEN: list[tuple[tuple[str, ...], list[str]]] = [
     (("domain/",), ["dagster", "pyiceberg", "pyspark", "yaml", "sqlalchemy"]),
-    (("domain/",), _ours("defs", "definitions", "iceberg", "spark", "store", "engine", "cli")),
-    (("iceberg/", "spark/"), ["dagster", *_ours("defs", "definitions", "engine", "cli")]),
+    (("domain/",), _ours("config", "defs", "definitions", "iceberg", "spark", "store", "engine", "cli",
+                         "alerting")),
+    (("config/",), ["dagster", "pyiceberg", "pyspark", "sqlalchemy"]),
+    (("config/",), _ours("defs", "definitions", "iceberg", "spark", "store", "engine", "cli", "alerting")),
+    (ADAPTERS, ["dagster", *_ours("defs", "definitions", "engine", "cli")]),
     (DAGSTER_LAYER, ["pyiceberg", "pyspark"]),
 ]
 
@@ -118,7 +128,20 @@ def violations(root: Path) -> list[str]:
         wiring = module.startswith("defs/") and not module.endswith("__init__.py")
         if wiring and not _uses(imports, "dagster"):
             found.append(f"{module}: no dagster import (belongs in domain/ or an adapter)")
+        if "/" not in module and module not in TOP_LEVEL:
+            found.append(f"{module}: outside a concept folder (the top level keeps only "
+                         f"{', '.join(sorted(TOP_LEVEL))})")
     return sorted(set(found))
+
+
+def crowded_folders(root: Path) -> list[str]:
+    """Folders of the package holding more than MAX_MODULES_PER_FOLDER modules directly."""
+    found = []
+    for folder in sorted({root, *(p for p in root.rglob("*") if p.is_dir() and p.name != "__pycache__")}):
+        count = len([p for p in folder.glob("*.py") if p.name != "__init__.py"])
+        if count > MAX_MODULES_PER_FOLDER:
+            found.append(f"{folder.relative_to(root).as_posix()}: {count} modules")
+    return found
 
 
 def test_the_package_keeps_its_layers() -> None:
@@ -153,7 +176,7 @@ PLANTED = {
     ),
     "dagster through __import__ in an adapter": (
         "spark/planted.py", "def f():\n    return __import__('dagster')\n",
-        "spark/planted.py: imports dagster (forbidden in iceberg/, spark/)",
+        "spark/planted.py: imports dagster (forbidden in iceberg/, spark/, store/, alerting/)",
     ),
     "yaml in domain": (
         "domain/planted.py", "import yaml\n", "domain/planted.py: imports yaml (forbidden in domain/)",
@@ -170,17 +193,40 @@ PLANTED = {
         "domain/planted.py", "from icepack_dagster.engine import Engine\n",
         "domain/planted.py: imports icepack_dagster.engine (forbidden in domain/)",
     ),
+    "the configuration in domain": (
+        "domain/planted.py", "from icepack_dagster.config.settings import IcepackSettings\n",
+        "domain/planted.py: imports icepack_dagster.config (forbidden in domain/)",
+    ),
+    "an adapter in the configuration": (
+        "config/planted.py", "from icepack_dagster.iceberg import catalogs\n",
+        "config/planted.py: imports icepack_dagster.iceberg (forbidden in config/)",
+    ),
+    "pyiceberg in the configuration": (
+        "config/planted.py", "import pyiceberg\n", "config/planted.py: imports pyiceberg"
+        " (forbidden in config/)",
+    ),
+    "the engine in the alerting adapter": (
+        "alerting/planted.py", "from icepack_dagster.engine import Engine\n",
+        "alerting/planted.py: imports icepack_dagster.engine"
+        " (forbidden in iceberg/, spark/, store/, alerting/)",
+    ),
+    "a loose module at the top level": (
+        "helpers.py", "X = 1\n", "helpers.py: outside a concept folder (the top level keeps only "
+        "__init__.py, definitions.py, exceptions.py)",
+    ),
     "iceberg importing the Dagster layer": (
         "iceberg/planted.py", "from icepack_dagster.defs.partitions import table_key\n",
-        "iceberg/planted.py: imports icepack_dagster.defs (forbidden in iceberg/, spark/)",
+        "iceberg/planted.py: imports icepack_dagster.defs (forbidden in iceberg/, spark/, store/, alerting/)",
     ),
     "iceberg importing the engine, relatively": (
         "iceberg/planted.py", "from .. import engine\n",
-        "iceberg/planted.py: imports icepack_dagster.engine (forbidden in iceberg/, spark/)",
+        "iceberg/planted.py: imports icepack_dagster.engine"
+        " (forbidden in iceberg/, spark/, store/, alerting/)",
     ),
     "spark importing the definitions": (
         "spark/planted.py", "import icepack_dagster.definitions\n",
-        "spark/planted.py: imports icepack_dagster.definitions (forbidden in iceberg/, spark/)",
+        "spark/planted.py: imports icepack_dagster.definitions"
+        " (forbidden in iceberg/, spark/, store/, alerting/)",
     ),
     "pyiceberg in the Dagster layer": (
         "defs/planted.py", "import dagster as dg\nfrom pyiceberg.catalog import Catalog\n",
@@ -194,11 +240,11 @@ PLANTED = {
         "iceberg/planted.py", "import pyspark\n", "iceberg/planted.py: imports pyspark (only spark/ may)",
     ),
     "dagster outside the Dagster layer": (
-        "engine_helper.py", "import dagster\n",
-        "engine_helper.py: imports dagster (only the Dagster layer may)",
+        "engine/planted.py", "import dagster\n",
+        "engine/planted.py: imports dagster (only the Dagster layer may)",
     ),
     "a module without Dagster in the Dagster layer": (
-        "defs/fleet/planted.py", "from icepack_dagster.domain.fleet import FleetSummary\n",
+        "defs/fleet/planted.py", "from icepack_dagster.domain.reports.fleet import FleetSummary\n",
         "defs/fleet/planted.py: no dagster import (belongs in domain/ or an adapter)",
     ),
 }
@@ -214,8 +260,17 @@ def test_each_planted_violation_is_reported(name: str, tmp_path: Path) -> None:
     assert expected in violations(copy)
 
 
+def test_no_folder_is_crowded(tmp_path: Path) -> None:
+    assert crowded_folders(PACKAGE) == []
+    copy = tmp_path / ROOT
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for n in range(MAX_MODULES_PER_FOLDER + 1):
+        (copy / "domain" / "table" / f"planted_{n}.py").write_text("")
+    assert [folder.split(":")[0] for folder in crowded_folders(copy)] == ["domain/table"]
+
+
 def environment_readers(root: Path) -> list[str]:
-    """Modules other than settings.py that read the environment (`os.environ`, `os.getenv`)."""
+    """Modules other than config/settings.py that read the environment (`os.environ`, `os.getenv`)."""
     found = []
     for path in sorted(root.rglob("*.py")):
         module = path.relative_to(root).as_posix()

@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from icepack_dagster.catalog_config import pyiceberg_properties, redact_conf, spark_catalog_conf
-from icepack_dagster.config.settings import EmbeddedCatalogSettings, load_settings
+from icepack_dagster.config.catalogs import (
+    EmbeddedCatalogSettings,
+    pyiceberg_properties,
+    redact_conf,
+    spark_catalog_conf,
+)
+from icepack_dagster.config.settings import load_settings
 from icepack_dagster.exceptions import ConfigurationError
 
 
