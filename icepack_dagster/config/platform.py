@@ -8,15 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.sizing.tiers import SizingPolicy, SizingTier
 
 
-class PlatformSettings(BaseModel):
+class PlatformSettings(FrozenModel):
     """How often the platform looks, how much it does per run and per tick, and how much at once."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     health_sync_cron: str = Field(default="*/15 * * * *", description="When status and health refresh (UTC)")
     health_sync_batch_size: int = Field(default=1000, ge=1, le=5000, description="Tables per health-sync run")

@@ -6,17 +6,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 _SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|k8s://.+|sc://.+|yarn)$")
 
 
-class SparkSettings(_Model):
+class SparkSettings(FrozenModel):
     """How maintenance reaches Spark: master URL, jars, and extra Spark configuration.
 
     An `sc://` master is a Spark Connect server: its JVM, jars and static configuration are the

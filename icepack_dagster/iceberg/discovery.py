@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from pyiceberg.exceptions import NoSuchNamespaceError
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.iceberg.catalogs import CatalogSet
 
@@ -25,20 +26,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class NamespaceFailure(BaseModel):
+class NamespaceFailure(FrozenModel):
     """A catalog (namespace `()`) or namespace whose contents could not be listed."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     catalog: str = Field(min_length=1)
     namespace: tuple[str, ...] = Field(description="() when the catalog itself failed")
     error: str = Field(min_length=1, description="Exception type and message")
 
 
-class DiscoveryResult(BaseModel):
+class DiscoveryResult(FrozenModel):
     """Tables found (sorted) and the places that could not be listed."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     tables: tuple[TableKey, ...]
     failures: tuple[NamespaceFailure, ...] = ()

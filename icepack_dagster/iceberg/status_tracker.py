@@ -19,8 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.domain.table.file_size_limits import file_size_limits
 from icepack_dagster.domain.table.key import TableKey
@@ -34,10 +35,8 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 
-class FleetRefresh(BaseModel):
+class FleetRefresh(FrozenModel):
     """One refresh of many tables: a status per table that could be measured, and why others could not."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     statuses: dict[str, TableStatus] = Field(description="Table key text -> status")
     read: tuple[str, ...] = Field(description="Tables read: new, or their metadata file changed")
@@ -45,18 +44,14 @@ class FleetRefresh(BaseModel):
     failures: dict[str, str] = Field(default_factory=dict, description="Table key text -> error")
 
 
-class _Known(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class _Known(FrozenModel):
     metadata_location: str
     status: TableStatus
     snapshot_span: tuple[int, int] | None  # oldest and newest snapshot (ms), for ages at a later `now`
 
 
-class _Outcome(BaseModel):
+class _Outcome(FrozenModel):
     """What refreshing one table found: a status (read or aged) or an error."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     status: TableStatus | None = None
     known: _Known | None = None  # set when the table was read

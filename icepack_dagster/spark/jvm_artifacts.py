@@ -25,15 +25,14 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.exceptions import MissingComponentError
 
 
-class MavenArtifact(BaseModel):
+class MavenArtifact(FrozenModel):
     """One jar in a Maven repository, pinned by version and by the SHA-256 of its bytes."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     group: str
     artifact: str

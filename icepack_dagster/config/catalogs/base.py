@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 PY_IO_IMPL = "py-io-impl"  # PyIceberg's property naming the FileIO class
 LITERAL_FILE_IO = "icepack_dagster.iceberg.local_file_io.LiteralLocalFileIO"
@@ -25,10 +25,8 @@ class CatalogHome(Protocol):
     def warehouse_path(self) -> Path: ...
 
 
-class CatalogKind(BaseModel, ABC):
+class CatalogKind(FrozenModel, ABC):
     """One kind of catalog; each kind is a module of this package and a line of its registry."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     jdbc_driver_jar: ClassVar[str | None] = None  # the JDBC driver Spark needs for this kind, if any
 

@@ -4,18 +4,18 @@ Spark, from the same fields."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, model_validator
+
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 RESOLVING_FILE_IO = "org.apache.iceberg.io.ResolvingFileIO"  # S3FileIO for s3://, s3a://; Hadoop for files
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 
 
-class S3StorageSettings(BaseModel):
+class S3StorageSettings(FrozenModel):
     """How both engines reach the S3 API that holds a catalog's tables: AWS itself (every field left
     out; credentials from the environment or workload identity), or an S3-compatible store (MinIO,
     Ceph, a local emulator) at `endpoint`, usually with path-style addressing and its own keys."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     endpoint: str | None = Field(default=None, description="S3 API URL, e.g. http://minio:9000; default AWS")
     region: str | None = Field(default=None, description="Signing region, e.g. eu-west-1")

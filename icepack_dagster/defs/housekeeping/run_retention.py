@@ -12,7 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import dagster as dg
-from pydantic import BaseModel, ConfigDict
+
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 RUNS_PER_PAGE = 100
@@ -21,11 +22,9 @@ RUNS_PER_PAGE = 100
 MAX_RUNS_DELETED = 20_000
 
 
-class RunRetentionResult(BaseModel):
+class RunRetentionResult(FrozenModel):
     """What one pass deleted, and whether finished runs older than the cutoff are left (past the bound
     of one pass, or runs the storage did not delete)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     cutoff: datetime
     deleted: int

@@ -23,18 +23,17 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.table.partition_filter import display_value, excluding, partition_predicate
 from icepack_dagster.domain.table.partition_layout import PartitionCandidates, PartitionLayout
 
 OTHER_SPECS = "files of earlier partition specs"
 
 
-class GroupPrediction(BaseModel):
+class GroupPrediction(FrozenModel):
     """One rewrite group: a partition (or the files of earlier specs) and what Iceberg will do to it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     partition: str
     files_in: int = Field(ge=0)
@@ -42,11 +41,9 @@ class GroupPrediction(BaseModel):
     files_out: int = Field(ge=0)
 
 
-class RewritePrediction(BaseModel):
+class RewritePrediction(FrozenModel):
     """The groups a rewrite is expected to rewrite, and the sums; `exact` is false when deletes make
     the number of data files they touch unknowable from the summaries."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     groups: tuple[GroupPrediction, ...] = ()
     files_in: int = Field(default=0, ge=0)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.outcomes.prediction import PredictedActual
 
 
@@ -36,10 +37,8 @@ ACTION_ORDER: tuple[MaintenanceAction, ...] = tuple(MaintenanceAction)
 ActionStatus = Literal["succeeded", "no_effect", "failed", "skipped", "dry_run", "deferred"]
 
 
-class ActionImpact(BaseModel):
+class ActionImpact(FrozenModel):
     """What an action changed, from the procedure's output and from status before and after."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     procedure_output: dict[str, int | float | str | None] = Field(default_factory=dict)
     data_files_before: int | None = None
@@ -55,10 +54,8 @@ class ActionImpact(BaseModel):
     orphan_files_removed: int | None = None
 
 
-class ActionResult(BaseModel):
+class ActionResult(FrozenModel):
     """One action on one table: what ran (the exact SQL), how it ended, and its impact."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     action: MaintenanceAction
     status: ActionStatus

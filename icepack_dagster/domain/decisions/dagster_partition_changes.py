@@ -13,15 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict
-
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.table.key import parse_table_key
 
 
-class PartitionChanges(BaseModel):
+class PartitionChanges(FrozenModel):
     """One tick's changes; `after` is the partition list once they are applied, in Dagster's order."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     added: tuple[str, ...]
     removed: tuple[str, ...]

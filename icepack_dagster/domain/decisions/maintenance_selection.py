@@ -10,20 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from icepack_dagster.domain.decisions.sensor_cursors import PendingTable
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.health.model import HealthState, Severity, TableHealth
 
 Verdict = Literal["launch", "wait", "drop"]
 _URGENCY = {HealthState.CRITICAL: 2, HealthState.WARNING: 1}
 
 
-class Decision(BaseModel):
+class Decision(FrozenModel):
     """One table's verdict this tick. `wait` keeps it pending (busy, cap, window); `drop` forgets it
     until its next health event (cadence, quarantine, nothing to do, disabled)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     partition: str
     verdict: Verdict

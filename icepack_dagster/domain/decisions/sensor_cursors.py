@@ -6,15 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.health.model import HealthState
 from icepack_dagster.domain.reports.alerts import StreakSeen
 
 
-class _Cursor(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class _Cursor(FrozenModel):
     def encode(self) -> str:
         return self.model_dump_json()
 

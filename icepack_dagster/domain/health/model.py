@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 
 class HealthState(StrEnum):
@@ -34,11 +36,9 @@ class Severity(StrEnum):
     CRITICAL = "critical"
 
 
-class HealthIssue(BaseModel):
+class HealthIssue(FrozenModel):
     """One problem: a stable machine code, its severity, the metric and threshold it crossed, and a
     sentence a person understands."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     code: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
     severity: Severity
@@ -48,9 +48,7 @@ class HealthIssue(BaseModel):
     message: str
 
 
-class TableHealth(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class TableHealth(FrozenModel):
     table: str
     state: HealthState
     issues: tuple[HealthIssue, ...] = ()

@@ -3,13 +3,13 @@ unless the operator changes them in settings (`ICEPACK_THRESHOLDS__...`)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 
-class HealthThresholds(BaseModel):
+class HealthThresholds(FrozenModel):
     """Warning and critical levels per metric; critical must not be below warning."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     small_file_min_count: int = Field(
         default=8, ge=1, description="Fewer small files than this is never an issue"

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 
-class TableHistory(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class TableHistory(FrozenModel):
     table: str
     last_succeeded: dict[MaintenanceAction, datetime] = Field(default_factory=dict)
     last_run_at: datetime | None = None

@@ -3,17 +3,16 @@ snapshots expired, orphans removed, duration. Derived from the engine's report; 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 
 _TRACKED = ("data_files", "delete_files", "data_bytes", "manifests", "snapshots")
 
 
-class MaintenanceImpact(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class MaintenanceImpact(FrozenModel):
     duration_seconds: float = Field(ge=0)
     before_after: dict[str, tuple[int, int]] = Field(
         default_factory=dict, description="metric -> (before the first action, after the last action)"

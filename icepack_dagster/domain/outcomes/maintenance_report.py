@@ -6,16 +6,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from icepack_dagster.domain.actions.maintenance_action import ActionResult
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 Outcome = Literal["nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone", "deferred"]
 
 
-class MaintenanceReport(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class MaintenanceReport(FrozenModel):
     table: str
     snapshot_id: int | None = Field(
         default=None, description="The table's current snapshot when its actions were planned"

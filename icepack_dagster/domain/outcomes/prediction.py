@@ -3,25 +3,23 @@ Field names are a public contract (`icepack maintain --json`, history, `icepack 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 INEXACT_TOLERANCE = 0.5  # an inexact prediction is "near" within half of what was planned
 
 
-class ActionFigures(BaseModel):
+class ActionFigures(FrozenModel):
     """Files in, files out and bytes in of one action: planned or done."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     files_in: int = Field(ge=0)
     files_out: int | None = Field(default=None, ge=0)
     bytes_in: int | None = Field(default=None, ge=0)
 
 
-class PredictedActual(BaseModel):
+class PredictedActual(FrozenModel):
     """One action's prediction next to what Iceberg did."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     planned: ActionFigures
     done: ActionFigures | None = Field(description="None when the procedure reported nothing countable")
@@ -45,10 +43,8 @@ class PredictedActual(BaseModel):
         return f"planned {self.planned.files_in} files, Iceberg processed {done}"
 
 
-class PredictionAccuracy(BaseModel):
+class PredictionAccuracy(FrozenModel):
     """Planned against done, summed over the recorded runs of one action (one table or the fleet)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     action: str
     runs: int = Field(ge=0)

@@ -8,9 +8,10 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER, MaintenanceAction
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.policy.window import MaintenanceWindow, parse_windows
 from icepack_dagster.domain.table.iceberg_properties import IcebergValue
 from icepack_dagster.domain.table.key import TableKey
@@ -47,10 +48,8 @@ def _all_actions() -> dict[MaintenanceAction, bool]:
     return {action: True for action in ACTION_ORDER}
 
 
-class Policy(BaseModel):
+class Policy(FrozenModel):
     """The effective maintenance policy of one table. Defaults are the safe built-in layer."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     enabled: Flag = True
     cadence_hours: CadenceHours = Field(default=24.0, description="Least time between two runs of one action")
@@ -78,10 +77,8 @@ class Policy(BaseModel):
         return self.actions.get(action, True)
 
 
-class PolicyOverrides(BaseModel):
+class PolicyOverrides(FrozenModel):
     """Values one layer sets; None (or an action left out) inherits from the weaker layers."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     enabled: Flag | None = None
     cadence_hours: CadenceHours | None = None
@@ -118,10 +115,8 @@ class PolicyRule(PolicyOverrides):
         return next((p for p in self.match if any(fnmatchcase(n, p) for n in names)), None)
 
 
-class EffectivePolicy(BaseModel):
+class EffectivePolicy(FrozenModel):
     """The resolved policy and, per field (`actions.<action>` per action), the layer that set it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     policy: Policy
     sources: dict[str, str]

@@ -6,7 +6,9 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
+
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _FULL_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -43,14 +45,12 @@ def _window_fields(text: str) -> dict[str, Any]:
     return fields
 
 
-class MaintenanceWindow(BaseModel):
+class MaintenanceWindow(FrozenModel):
     """Days of the week and whole hours [start, end) in UTC, written `mon-fri 22-06` or `sat,sun`.
 
     An end before the start wraps past midnight: the window opens on each listed day at the start hour
     and closes the next morning, so `fri 22-06` includes Saturday 03:00 but not Friday 03:00.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     days: tuple[Annotated[int, Field(ge=0, le=6)], ...] = Field(
         default=tuple(range(7)), min_length=1, description="0 = Monday ... 6 = Sunday"

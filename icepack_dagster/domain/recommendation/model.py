@@ -4,15 +4,14 @@ explicit reason for every action left out. Field names are a public contract (`i
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 
-class RecommendedAction(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class RecommendedAction(FrozenModel):
     action: MaintenanceAction
     reason: str
     priority: float = Field(ge=0, description="Higher runs first across tables")
@@ -22,16 +21,12 @@ class RecommendedAction(BaseModel):
     )
 
 
-class SkippedAction(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class SkippedAction(FrozenModel):
     action: MaintenanceAction
     reason: str
 
 
-class Recommendation(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Recommendation(FrozenModel):
     table: str
     actions: tuple[RecommendedAction, ...] = ()
     skipped: tuple[SkippedAction, ...] = ()

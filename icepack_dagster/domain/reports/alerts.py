@@ -15,8 +15,9 @@ import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.outcomes.history import TableHistory
 
 MAX_ERROR_CHARS = 500
@@ -29,10 +30,8 @@ _SECRET_ASSIGNMENT = re.compile(
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[a-z0-9._~+/=-]{8,}")
 
 
-class Alert(BaseModel):
+class Alert(FrozenModel):
     """One message for the operator's channel."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["quarantine", "failing", "health_sync_failed"]
     subject: str = Field(description="The table or the run the alert is about")
@@ -43,10 +42,8 @@ class Alert(BaseModel):
         return {"text": self.text}
 
 
-class StreakSeen(BaseModel):
+class StreakSeen(FrozenModel):
     """The failure streak of one table as the alert sensor last saw it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     failures: int = Field(ge=1)
     last_failure_at: datetime | None = None

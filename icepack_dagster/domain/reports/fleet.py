@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.health.judging import format_bytes
 from icepack_dagster.domain.health.model import HealthState, TableHealth
 
@@ -16,10 +17,8 @@ ATTENTION_ROWS = 500  # the most urgent tables listed; the counts by state cover
 _URGENCY = {HealthState.CRITICAL: 0, HealthState.UNKNOWN: 1, HealthState.WARNING: 2, HealthState.HEALTHY: 3}
 
 
-class TableAttention(BaseModel):
+class TableAttention(FrozenModel):
     """One table a person should look at: unhealthy (warning, critical, unknown) or quarantined."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     table: str = Field(description="Partition key: catalog.namespace.table")
     state: HealthState
@@ -29,9 +28,7 @@ class TableAttention(BaseModel):
     last_error: str | None = Field(default=None, description="Why it is quarantined, when it is")
 
 
-class FleetSummary(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class FleetSummary(FrozenModel):
     generated_at_epoch: float = Field(ge=0)
     tables: int = Field(ge=0)
     by_state: dict[HealthState, int] = Field(default_factory=dict)

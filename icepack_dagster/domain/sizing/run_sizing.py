@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.sizing.spark_on_kubernetes import driver_pod_env, kubernetes_executor_conf
 from icepack_dagster.domain.sizing.tiers import SizingPolicy
 from icepack_dagster.domain.table.status import TableStatus
@@ -28,19 +29,15 @@ SPARK_CONF_TAG = "icepack/spark-conf"
 SIZE_TAG = "icepack/size"
 MAX_RUNTIME_TAG = "dagster/max_runtime"
 
-class PodResources(BaseModel):
+class PodResources(FrozenModel):
     """Kubernetes requests and limits of the run pod's container."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     requests: dict[str, str]
     limits: dict[str, str]
 
 
-class RunSize(BaseModel):
+class RunSize(FrozenModel):
     """What one table's maintenance run gets: pod resources, Spark configuration, time limit."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     table: str
     tier: str

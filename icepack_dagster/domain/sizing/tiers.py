@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.sizing.spark_on_kubernetes import check_secret_refs
 
 GIB = 1024**3
@@ -50,10 +51,8 @@ def jvm_memory_bytes(size: str) -> int:
     return int(match.group(1)) * _JVM_UNITS[match.group(2).lower()]
 
 
-class SizingTier(BaseModel):
+class SizingTier(FrozenModel):
     """One size class: tables below `below_bytes` of live data (the last tier takes the rest)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$", description="Tier name; the icepack/size tag")
     below_bytes: int | None = Field(default=None, gt=0, description="Live data bytes below this")
@@ -155,11 +154,9 @@ def default_tiers() -> tuple[SizingTier, ...]:
     )
 
 
-class SizingPolicy(BaseModel):
+class SizingPolicy(FrozenModel):
     """Tiers ordered by size; `spark_image` is the image Spark executors run on k8s:// (the icepack image),
     `executor_secret_refs` the environment its executors get from Secrets, by reference."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     tiers: tuple[SizingTier, ...] = Field(default_factory=default_tiers, min_length=1)
     spark_image: str | None = Field(default=None, description="Executor image of k8s:// tiers")

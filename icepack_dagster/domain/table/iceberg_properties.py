@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 Kind = Literal["boolean", "int", "long"]
 
@@ -86,10 +87,8 @@ def java_integer(text: str, kind: Kind) -> int:
     return value
 
 
-class IcebergValue(BaseModel):
+class IcebergValue(FrozenModel):
     """One Iceberg property of one table: the value Iceberg uses, and whether the table set it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     value: int | bool = Field(description="What Iceberg uses: the table's value, else Iceberg's default")

@@ -20,8 +20,9 @@ import re
 from collections.abc import Sequence
 from urllib.parse import unquote
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.exceptions import InvalidTableIdentifierError
 
 # '.', '%' separate or escape; ',' and control characters are refused by Dagster partition keys.
@@ -33,10 +34,8 @@ def _encode_part(part: str) -> str:
     return _ESCAPE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group(0).encode()), part)
 
 
-class TableKey(BaseModel):
+class TableKey(FrozenModel):
     """A fully qualified Iceberg table: `catalog`, namespace levels, `name`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     catalog: str = Field(min_length=1)
     namespace: tuple[str, ...] = Field(min_length=1)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 
-class PartitionField(BaseModel):
+class PartitionField(FrozenModel):
     """One field of a partition spec: its transform of a source column."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     transform: str = Field(description="Iceberg's text form: identity, day, month, bucket[16], ...")
@@ -24,17 +24,13 @@ class PartitionField(BaseModel):
     source_type: str | None = Field(description="Iceberg type of the source column, e.g. timestamptz, date")
 
 
-class PartitionSpecLayout(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class PartitionSpecLayout(FrozenModel):
     spec_id: int = Field(ge=0)
     fields: tuple[PartitionField, ...] = ()
 
 
-class PartitionCandidates(BaseModel):
+class PartitionCandidates(FrozenModel):
     """One partition's files a rewrite would pick, and when the partition was last written."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     spec_id: int = Field(ge=0)
     values: tuple[Any, ...]
@@ -60,10 +56,8 @@ class PartitionCandidates(BaseModel):
         return value
 
 
-class PartitionLayout(BaseModel):
+class PartitionLayout(FrozenModel):
     """The current spec, every spec's fields, and the partitions holding rewrite candidates."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     current_spec_id: int = Field(ge=0)
     specs: tuple[PartitionSpecLayout, ...]

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 MAIN = "main"
 
 
-class RefFacts(BaseModel):
+class RefFacts(FrozenModel):
     """One branch or tag: where it points and its own retention settings (None: the table's)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     kind: Literal["branch", "tag"]
@@ -36,10 +36,8 @@ class RefFacts(BaseModel):
     max_ref_age_ms: int | None = Field(default=None, ge=0)
 
 
-class SnapshotGraph(BaseModel):
+class SnapshotGraph(FrozenModel):
     """Every retained snapshot as (id, parent id, commit time in epoch ms), and every ref."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     snapshots: tuple[tuple[int, int | None, int], ...]
     refs: tuple[RefFacts, ...] = ()
@@ -56,10 +54,8 @@ class SnapshotGraph(BaseModel):
         return found
 
 
-class ExpiryForecast(BaseModel):
+class ExpiryForecast(FrozenModel):
     """What an expiry with given options removes: snapshot ids and ref names."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     expired: frozenset[int] = frozenset()
     dropped_refs: tuple[str, ...] = ()

@@ -10,16 +10,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.table.partition_layout import PartitionLayout
 from icepack_dagster.domain.table.snapshot_graph import SnapshotGraph
 
 
-class FileSizeBucket(BaseModel):
+class FileSizeBucket(FrozenModel):
     """Live data files whose size is in [lower_bytes, upper_bytes); upper None means unbounded."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     label: str
     lower_bytes: int = Field(ge=0)
@@ -27,10 +26,8 @@ class FileSizeBucket(BaseModel):
     file_count: int = Field(ge=0)
 
 
-class TableStatus(BaseModel):
+class TableStatus(FrozenModel):
     """Everything health, policy and recommendation need to know about a table, from metadata."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     depth: Literal["full"] = Field(default="full", description="Every manifest entry read (the only depth)")
     table: str = Field(description="Table key text: catalog.namespace.table")

@@ -13,25 +13,23 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from urllib.parse import unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from icepack_dagster.domain.frozen_model import FrozenModel
 
 _SAME_SCHEME = {"": "file", "s3a": "s3", "s3n": "s3"}  # how Iceberg's orphan removal compares them
 
 
-class UnreferencedFile(BaseModel):
+class UnreferencedFile(FrozenModel):
     """One file that no snapshot, manifest, statistics file or metadata file references."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     location: str
     size_bytes: int = Field(ge=0)
     modified_at: datetime
 
 
-class UnreferencedFiles(BaseModel):
+class UnreferencedFiles(FrozenModel):
     """The unreferenced files of one table at one moment."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     table: str
     location: str = Field(description="The table location that was listed")
