@@ -9,7 +9,7 @@ import dagster as dg
 from icepack_dagster.domain.table.key import TableKey, parse_table_key
 
 PARTITIONS_NAME = "iceberg_tables"
-ICEBERG_TABLES = dg.DynamicPartitionsDefinition(name=PARTITIONS_NAME)
+TABLE_PARTITIONS = dg.DynamicPartitionsDefinition(name=PARTITIONS_NAME)
 
 
 def partition_key(key: TableKey) -> str:

@@ -22,7 +22,7 @@ from icepack_dagster.exceptions import CatalogUnavailableError
 
 _CHUNK = 500
 
-ICEBERG_TABLES = Table(
+SQL_CATALOG_TABLES = Table(
     "iceberg_tables",
     MetaData(),
     Column("catalog_name", String(255), primary_key=True),
@@ -45,7 +45,7 @@ def metadata_locations(
     tables. A table missing from the result does not exist; so does
     every table of a catalog database without `iceberg_tables` (no catalog was ever opened on it:
     PyIceberg creates the table then)."""
-    columns = ICEBERG_TABLES.c
+    columns = SQL_CATALOG_TABLES.c
     query = select(columns.table_namespace, columns.table_name, columns.metadata_location)
     query = query.where(columns.catalog_name == catalog_name)
     pair = tuple_(columns.table_namespace, columns.table_name)
@@ -68,6 +68,6 @@ def metadata_locations(
 def _lacks_table_list(engine: SqlEngine) -> bool:
     """Whether the database answers and has no `iceberg_tables` (asked only after a listing failed)."""
     try:
-        return not inspect(engine).has_table(ICEBERG_TABLES.name)
+        return not inspect(engine).has_table(SQL_CATALOG_TABLES.name)
     except SQLAlchemyError:
         return False

@@ -4,7 +4,7 @@ Each table runs in the session `spark/table_sessions.py` gives it: a fresh `spar
 Spark Connect, a fresh server-side session: see `spark/connect.py`), or in a batch its thread's shared
 session with the table's `icepack.spark.sql.*` overrides restored after it; either way they never reach
 another table. Everything that can be refused is refused before Spark is touched
-(`spark/action_plans.py`: options, overrides, safety guards), and orphan removal also in a session where
+(`spark/prepared_actions.py`: options, overrides, safety guards), and orphan removal also in a session where
 Iceberg's own 24-hour guard is off. While an action runs, Spark's progress goes to the same progress
 callback as the runner's own lines (`spark/progress.py`). A failing action stops the table's later
 actions, since they were planned on the state the failed one should have produced; its report says what
@@ -36,8 +36,8 @@ from icepack_dagster.domain.sql.spark_overrides import resolve_overrides
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import IcepackError, MaintenanceError, TableNotFoundError
-from icepack_dagster.spark.action_plans import ActionPlan, orphan_guard_is_on, plan_actions
 from icepack_dagster.spark.failures import error_class, failure_hint, spark_error_message
+from icepack_dagster.spark.prepared_actions import PreparedAction, orphan_guard_is_on, prepare_actions
 from icepack_dagster.spark.progress import REPORT_INTERVAL_SECONDS, ProgressSink, reported_progress
 from icepack_dagster.spark.session import is_connect_session
 from icepack_dagster.spark.status_meter import StatusMeter, StatusReader, measured
@@ -93,7 +93,7 @@ class MaintenanceRunner:
         Raises `TableNotFoundError` when the table does not exist; every other problem is a `failed`
         result naming the table and the action, and the table's later actions are `skipped`."""
         progress = on_progress or (lambda message: logger.info("%s", message))
-        plans = plan_actions(self._catalog, key, actions, properties or {}, now or datetime.now(UTC))
+        plans = prepare_actions(self._catalog, key, actions, properties or {}, now or datetime.now(UTC))
         meter = StatusMeter(status_before, key, progress, known=status_planned_on)
         results: list[ActionResult] = []
         if dry_run:
@@ -112,7 +112,7 @@ class MaintenanceRunner:
     def _one(
         self,
         key: TableKey,
-        plan: ActionPlan,
+        plan: PreparedAction,
         earlier: list[ActionResult],
         session: SparkSession | None,
         meter: StatusMeter,
@@ -153,7 +153,7 @@ class MaintenanceRunner:
             message = f"table {key.text}: cannot be opened on Spark: {spark_error_message(error)}"
             raise MaintenanceError(message) from None
 
-    def _execute(self, session: SparkSession, key: TableKey, plan: ActionPlan) -> ActionResult:
+    def _execute(self, session: SparkSession, key: TableKey, plan: PreparedAction) -> ActionResult:
         started = time.monotonic()
         try:
             *settings, call = plan.statements
@@ -188,7 +188,7 @@ class MaintenanceRunner:
         )
 
     @staticmethod
-    def _output(plan: ActionPlan, rows: list[dict[str, Any]]) -> dict[str, int | float | str | None]:
+    def _output(plan: PreparedAction, rows: list[dict[str, Any]]) -> dict[str, int | float | str | None]:
         """The procedure's result row; orphan removal returns one row per file, so it is counted."""
         if plan.action is MaintenanceAction.REMOVE_ORPHAN_FILES:
             return {"orphan_file_count": len(rows)}
@@ -196,7 +196,7 @@ class MaintenanceRunner:
 
     @staticmethod
     def _unrun(
-        plan: ActionPlan, status: ActionStatus, error: str | None = None, reason: str | None = None
+        plan: PreparedAction, status: ActionStatus, error: str | None = None, reason: str | None = None
     ) -> ActionResult:
         statements = () if status == "skipped" else plan.statements
         return ActionResult(

@@ -16,7 +16,7 @@ import pytest
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.partitions import ICEBERG_TABLES
+from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.exceptions import ConfigurationError
 from tests.factories import settings_with_platform
 
@@ -31,7 +31,7 @@ def test_definitions_load_and_validate(settings: IcepackSettings, platform: Plat
     for upstream, downstream in zip(LINEAGE, LINEAGE[1:], strict=False):
         assert dg.AssetKey(upstream) in graph.get(dg.AssetKey(downstream)).parent_keys
     for name in LINEAGE:
-        assert graph.get(dg.AssetKey(name)).partitions_def == ICEBERG_TABLES
+        assert graph.get(dg.AssetKey(name)).partitions_def == TABLE_PARTITIONS
     assert graph.get(dg.AssetKey("fleet_summary")).partitions_def is None
     assert {s.name for s in defs.sensors} == {
         "iceberg_table_discovery",

@@ -11,7 +11,7 @@ from icepack_dagster.config.catalogs import PostgresCatalogSettings
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.partitions import ICEBERG_TABLES
+from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
@@ -25,7 +25,7 @@ SENSOR = "iceberg_table_discovery"
 
 
 def partitions(instance: dg.DagsterInstance) -> list[str]:
-    return list(instance.get_dynamic_partitions(ICEBERG_TABLES.name))
+    return list(instance.get_dynamic_partitions(TABLE_PARTITIONS.name))
 
 
 def test_adds_removes_and_is_idempotent(

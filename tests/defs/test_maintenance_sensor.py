@@ -20,7 +20,7 @@ from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
-from icepack_dagster.defs.partitions import ICEBERG_TABLES
+from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
 from icepack_dagster.domain.decisions.maintenance_selection import order_candidates
 from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor
@@ -177,7 +177,7 @@ def test_a_materialize_of_maintained_table_counts_in_flight_and_holds_its_table(
     table = key(namespace, "small")
     seen: dict[str, dg.SensorResult] = {}
 
-    @dg.asset(name=MAINTAINED_TABLE.path[-1], partitions_def=ICEBERG_TABLES)
+    @dg.asset(name=MAINTAINED_TABLE.path[-1], partitions_def=TABLE_PARTITIONS)
     def manual_maintenance() -> None:  # stands in for the real asset: the run is what is judged
         seen["roomy"] = evaluate_sensor(roomy, SENSOR, instance)
         seen["capped"] = evaluate_sensor(capped, SENSOR, instance)

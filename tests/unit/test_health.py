@@ -227,6 +227,20 @@ def test_state_ordering() -> None:
     assert worst_state([]) is HealthState.HEALTHY
 
 
+def _ordered_by(order: str) -> list[HealthState]:
+    return sorted(HealthState, key=lambda state: getattr(state, order))
+
+
+def test_each_order_of_the_states_is_named_by_its_purpose() -> None:
+    """Unknown is the worst state, plots apart below healthy, is never launched and is looked at
+    right after critical: four orders, each on the state under its own name."""
+    u, h, w, c = HealthState.UNKNOWN, HealthState.HEALTHY, HealthState.WARNING, HealthState.CRITICAL
+    assert _ordered_by("severity") == [h, w, c, u]
+    assert [s.plot_value for s in (u, h, w, c)] == [-1, 0, 1, 2]
+    assert [s.launch_urgency for s in (u, h, w, c)] == [0, 0, 1, 2]
+    assert _ordered_by("attention_order") == [c, u, w, h]
+
+
 def test_sizes_and_ages_are_formatted_for_people() -> None:
     assert [format_bytes(v) for v in (900, 48 * MiB, 1.5 * 1024 * MiB, 2048 * 1024**4)] == [
         "900 B", "48 MiB", "1.5 GiB", "2048 TiB"

@@ -152,7 +152,7 @@ def test_the_walker_sees_every_kind_of_import(tmp_path: Path) -> None:
     source = tmp_path / "sample.py"
     source.write_text(
         "import importlib\nfrom typing import TYPE_CHECKING\nimport dagster as dg\n"
-        "from ..spark import session\nfrom .status import TableStatus\n"
+        "from ..spark import session\nfrom .frozen_model import FrozenModel\n"
         "if TYPE_CHECKING:\n    from pyspark.sql import SparkSession\n"
         "def f():\n    from pyiceberg.catalog import load_catalog\n"
         "    importlib.import_module('yaml')\n    __import__('sqlalchemy.orm')\n"
@@ -161,7 +161,7 @@ def test_the_walker_sees_every_kind_of_import(tmp_path: Path) -> None:
     assert "pyspark.sql" not in found
     assert {
         "importlib", "typing", "dagster", "icepack_dagster.spark", "icepack_dagster.spark.session",
-        "icepack_dagster.domain.status", "pyiceberg.catalog", "yaml", "sqlalchemy.orm",
+        "icepack_dagster.domain.frozen_model", "pyiceberg.catalog", "yaml", "sqlalchemy.orm",
     } <= found
 
 

@@ -19,7 +19,7 @@ from icepack_dagster.defs.health_sync.job import (
     health_sync_job,
     health_sync_requests,
 )
-from icepack_dagster.defs.partitions import ICEBERG_TABLES, PARTITIONS_NAME
+from icepack_dagster.defs.partitions import PARTITIONS_NAME, TABLE_PARTITIONS
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.decisions.dagster_partition_changes import (
     PartitionChanges,
@@ -63,9 +63,9 @@ def _result(
     """The partition requests, the first health syncs owed, and the cursor, in one result."""
     requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
     if changes.added:
-        requests.append(ICEBERG_TABLES.build_add_request(list(changes.added)))
+        requests.append(TABLE_PARTITIONS.build_add_request(list(changes.added)))
     if changes.removed:
-        requests.append(ICEBERG_TABLES.build_delete_request(list(changes.removed)))
+        requests.append(TABLE_PARTITIONS.build_delete_request(list(changes.removed)))
     deferred, unsynced = changes.deferred_removals, changes.unsynced
     context.log.info(
         f"discovery: +{len(changes.added)} -{len(changes.removed)} tables ({tables} in the catalogs)"

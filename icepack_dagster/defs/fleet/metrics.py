@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from icepack_dagster.defs.asset_keys import FLEET_SUMMARY
 from icepack_dagster.defs.event_reads import latest, metadata_of
 from icepack_dagster.defs.materialization_codec import decode_fleet
-from icepack_dagster.domain.health.model import HealthState, state_rank
+from icepack_dagster.domain.health.model import HealthState
 from icepack_dagster.domain.reports.fleet import FleetSummary
 
 DEFAULT_PORT = 9464
@@ -39,7 +39,7 @@ def fleet_metrics(summary: FleetSummary) -> list[Metric]:
         labels=["table"],
     )
     for table, state in sorted(summary.table_states.items()):
-        health.add_metric([table], state_rank(state))
+        health.add_metric([table], state.plot_value)
     runs = GaugeMetricFamily("icepack_maintenance_runs", "Maintenance runs in flight by phase.",
                              labels=["phase"])
     runs.add_metric(["queued"], summary.maintenance_queued)

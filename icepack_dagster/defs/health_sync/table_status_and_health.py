@@ -13,12 +13,12 @@ import dagster as dg
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.health_sync.table_sync import sync_tables
 from icepack_dagster.defs.materialization_codec import HEALTH_CHECK, HEALTH_CHECK_DESCRIPTION
-from icepack_dagster.defs.partitions import ICEBERG_TABLES
+from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.defs.resources import IcepackResource
 
 _STATUS_SPEC = dg.AssetSpec(
     TABLE_STATUS,
-    partitions_def=ICEBERG_TABLES,
+    partitions_def=TABLE_PARTITIONS,
     group_name="iceberg_tables",
     kinds={"iceberg"},
     skippable=True,
@@ -27,7 +27,7 @@ _STATUS_SPEC = dg.AssetSpec(
 )
 _HEALTH_SPEC = dg.AssetSpec(
     TABLE_HEALTH,
-    partitions_def=ICEBERG_TABLES,
+    partitions_def=TABLE_PARTITIONS,
     deps=[TABLE_STATUS],
     group_name="iceberg_tables",
     kinds={"iceberg"},
@@ -37,7 +37,7 @@ _HEALTH_SPEC = dg.AssetSpec(
     "check fails for every unhealthy table (WARN for warning, ERROR for critical or unknown).",
 )
 HEALTH_CHECK_SPEC = dg.AssetCheckSpec(
-    HEALTH_CHECK, asset=TABLE_HEALTH, partitions_def=ICEBERG_TABLES, description=HEALTH_CHECK_DESCRIPTION
+    HEALTH_CHECK, asset=TABLE_HEALTH, partitions_def=TABLE_PARTITIONS, description=HEALTH_CHECK_DESCRIPTION
 )
 
 
@@ -47,7 +47,7 @@ HEALTH_CHECK_SPEC = dg.AssetCheckSpec(
     # A range of tables cannot return one check result per table, so the check results are logged
     # events; Dagster treats a check output as optional only when the step can be subset.
     can_subset=True,
-    partitions_def=ICEBERG_TABLES,
+    partitions_def=TABLE_PARTITIONS,
     backfill_policy=dg.BackfillPolicy.single_run(),
 )
 def table_status_and_health(context: dg.AssetExecutionContext, icepack: IcepackResource):  # type: ignore[no-untyped-def]

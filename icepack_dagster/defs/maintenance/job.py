@@ -9,7 +9,7 @@ import dagster as dg
 
 from icepack_dagster.defs.maintenance.maintained_table import maintained_table
 from icepack_dagster.defs.maintenance.maintenance_recommendation import maintenance_recommendation
-from icepack_dagster.defs.partitions import ICEBERG_TABLES
+from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, maintenance_tags
 
 maintenance_job = dg.define_asset_job(
@@ -17,7 +17,7 @@ maintenance_job = dg.define_asset_job(
     selection=[maintenance_recommendation, maintained_table],
     tags={KIND_TAG: MAINTENANCE},
     config=dg.PartitionedConfig(
-        partitions_def=ICEBERG_TABLES,
+        partitions_def=TABLE_PARTITIONS,
         run_config_for_partition_key_fn=lambda _partition: {},
         tags_for_partition_key_fn=maintenance_tags,
     ),

@@ -15,10 +15,9 @@ from icepack_dagster.defs.maintenance.maintenance_recommendation import maintena
 from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.maintenance.unreferenced_report import unreferenced_metadata
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommendation, maintenance_metadata
-from icepack_dagster.defs.partitions import ICEBERG_TABLES
+from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.defs.run_tags import MAINTENANCE_POOL, OUTCOME_TAG
-from icepack_dagster.domain.health.model import state_rank
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation
@@ -37,7 +36,7 @@ def _this_runs_recommendation(context: dg.AssetExecutionContext) -> Recommendati
 
 
 @dg.asset(
-    partitions_def=ICEBERG_TABLES,
+    partitions_def=TABLE_PARTITIONS,
     deps=[maintenance_recommendation],
     group_name="iceberg_tables",
     kinds={"iceberg", "spark"},
@@ -46,7 +45,7 @@ def _this_runs_recommendation(context: dg.AssetExecutionContext) -> Recommendati
         dg.AssetCheckSpec(
             HEALTH_AFTER_CHECK,
             asset=MAINTAINED_TABLE,
-            partitions_def=ICEBERG_TABLES,  # one result per table, not one overwriting the last
+            partitions_def=TABLE_PARTITIONS,  # one result per table, not one overwriting the last
             description="Health measured right after maintenance; warns when the table is still unhealthy",
         )
     ],
@@ -103,7 +102,7 @@ def maintained_table(
     metadata |= unreferenced_metadata(engine, key, report)  # after orphan removal: what it left
     metadata |= {
         "health_after": dg.MetadataValue.text(health_after.state.value),
-        "health_after_rank": dg.MetadataValue.int(state_rank(health_after.state)),
+        "health_after_rank": dg.MetadataValue.int(health_after.state.plot_value),
         "recommendation": dg.MetadataValue.asset(MAINTENANCE_RECOMMENDATION),
     }
     if report.outcome == "failed":

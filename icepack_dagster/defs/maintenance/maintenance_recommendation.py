@@ -5,10 +5,9 @@ import dagster as dg
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.materialization_codec import Metadata, recommendation_metadata
-from icepack_dagster.defs.partitions import ICEBERG_TABLES
+from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER
-from icepack_dagster.domain.health.model import state_rank
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.layering import explain_policy, in_window
 from icepack_dagster.domain.recommendation.model import Recommendation, SkippedAction
@@ -18,7 +17,7 @@ from icepack_dagster.exceptions import TableNotFoundError
 
 
 @dg.asset(
-    partitions_def=ICEBERG_TABLES,
+    partitions_def=TABLE_PARTITIONS,
     deps=[TABLE_HEALTH],
     group_name="iceberg_tables",
     kinds={"iceberg"},
@@ -69,7 +68,7 @@ def recommend_now(
     metadata = recommendation_metadata(recommendation, history)
     metadata |= {
         "health_state": dg.MetadataValue.text(health.state.value),
-        "health_state_rank": dg.MetadataValue.int(state_rank(health.state)),
+        "health_state_rank": dg.MetadataValue.int(health.state.plot_value),
         "in_window": dg.MetadataValue.bool(in_window(effective.policy, now)),
         "policy": dg.MetadataValue.table(
             policy_rows,

@@ -27,7 +27,7 @@ from icepack_dagster.defs.materialization_codec.records import (
     record,
     table,
 )
-from icepack_dagster.domain.health.model import HealthState, TableHealth, state_rank
+from icepack_dagster.domain.health.model import HealthState, TableHealth
 
 HEALTH_CHECK = "healthy"
 HEALTH_CHECK_DESCRIPTION = (
@@ -70,7 +70,7 @@ def health_metadata(health: TableHealth) -> Metadata:
     metadata: Metadata = {
         SUMMARY: dg.MetadataValue.md(health_markdown(health)),
         STATE: dg.MetadataValue.text(health.state.value),
-        STATE_RANK: dg.MetadataValue.int(state_rank(health.state)),
+        STATE_RANK: dg.MetadataValue.int(health.state.plot_value),
         "issue_count": dg.MetadataValue.int(len(health.issues)),
         "issues": table(columns, issues),
     }

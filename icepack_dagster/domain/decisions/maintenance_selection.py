@@ -14,10 +14,9 @@ from pydantic import Field
 
 from icepack_dagster.domain.decisions.sensor_cursors import PendingTable
 from icepack_dagster.domain.frozen_model import FrozenModel
-from icepack_dagster.domain.health.model import HealthState, Severity, TableHealth
+from icepack_dagster.domain.health.model import Severity, TableHealth
 
 Verdict = Literal["launch", "wait", "drop"]
-_URGENCY = {HealthState.CRITICAL: 2, HealthState.WARNING: 1}
 
 
 class Decision(FrozenModel):
@@ -35,7 +34,7 @@ class Decision(FrozenModel):
 
 def needs_attention(health: TableHealth) -> bool:
     """Only warning and critical tables are maintained automatically; unknown never is."""
-    return health.state in _URGENCY
+    return health.state.launch_urgency > 0
 
 
 def health_score(health: TableHealth) -> float:
@@ -49,7 +48,7 @@ def health_score(health: TableHealth) -> float:
 
 def order_candidates(pending: Mapping[str, PendingTable]) -> list[str]:
     """Most urgent first; ties by partition key, so the order is deterministic."""
-    return sorted(pending, key=lambda p: (-_URGENCY.get(pending[p].state, 0), -pending[p].score, p))
+    return sorted(pending, key=lambda p: (-pending[p].state.launch_urgency, -pending[p].score, p))
 
 
 def sweep_page(

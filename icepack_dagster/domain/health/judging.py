@@ -38,9 +38,6 @@ ISSUE_CODES: tuple[str, ...] = (
 )
 
 # `unknown` ranks above `critical`: a table that cannot be measured needs a person most.
-_STATE_RANK = {
-    HealthState.HEALTHY: 0, HealthState.WARNING: 1, HealthState.CRITICAL: 2, HealthState.UNKNOWN: 3
-}
 
 
 def format_bytes(size: float) -> str:
@@ -63,7 +60,7 @@ def format_hours(hours: float) -> str:
 
 def worst_state(states: Iterable[HealthState]) -> HealthState:
     """The most severe of several states (healthy < warning < critical < unknown); healthy if none."""
-    return max(states, key=_STATE_RANK.__getitem__, default=HealthState.HEALTHY)
+    return max(states, key=lambda state: state.severity, default=HealthState.HEALTHY)
 
 
 def _issue(

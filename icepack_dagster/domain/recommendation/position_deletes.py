@@ -25,7 +25,7 @@ from icepack_dagster.domain.actions.position_delete_planner import (
     predict_position_delete_rewrite,
 )
 from icepack_dagster.domain.health.judging import DELETE_FILE_BUILDUP, format_bytes
-from icepack_dagster.domain.recommendation.plan import ActionPlan, Gain, whole_table_estimate
+from icepack_dagster.domain.recommendation.estimate import ActionEstimate, Gain, whole_table_estimate
 from icepack_dagster.domain.table.iceberg_properties import (
     DELETE_GRANULARITY,
     DELETE_TARGET_FILE_SIZE_BYTES,
@@ -39,7 +39,7 @@ MIN_INPUT_FILES = 2
 
 def plan_position_deletes(
     status: TableStatus, issues: set[str], data_rewrite_applies_deletes: bool
-) -> ActionPlan | str:
+) -> ActionEstimate | str:
     """The rewrite to run, or why there is none (a whole-table estimate for a status measured before
     position deletes were counted per partition)."""
     s = status
@@ -53,7 +53,7 @@ def plan_position_deletes(
         )
     position_bytes = s.live_delete_bytes * count // max(s.live_delete_files, 1)
     if data_rewrite_applies_deletes:
-        return ActionPlan(
+        return ActionEstimate(
             f"{count} position delete files become dangling once rewrite_data_files applies them; "
             "rewriting all of them drops any left",
             {"rewrite-all": "true"},
@@ -78,7 +78,7 @@ def plan_position_deletes(
     if planned is not None:
         return planned
     merged = max(1, ceil(position_bytes / sizes.target))
-    return ActionPlan(
+    return ActionEstimate(
         f"{count} position delete files ({format_bytes(position_bytes)}) would merge into about {merged}",
         {"min-input-files": str(MIN_INPUT_FILES)},
         Gain(files_removed=max(0, count - merged), bytes_to_rewrite=position_bytes),
@@ -86,7 +86,7 @@ def plan_position_deletes(
     )
 
 
-def _planned(status: TableStatus, sizes: RewriteSizes) -> ActionPlan | str | None:
+def _planned(status: TableStatus, sizes: RewriteSizes) -> ActionEstimate | str | None:
     """From the partition layout: Iceberg's own grouping, predicted; None without per-partition counts."""
     if status.layout is None:
         return None
@@ -100,7 +100,7 @@ def _planned(status: TableStatus, sizes: RewriteSizes) -> ActionPlan | str | Non
             "or already well sized: no rewrite group can merge them"
         )
     groups = len(prediction.groups)
-    return ActionPlan(
+    return ActionEstimate(
         f"{prediction.files_in} position delete files ({format_bytes(prediction.bytes_in)}) in {groups} "
         f"partition group{'s' if groups != 1 else ''} would be rewritten into about {prediction.files_out}",
         {**sizes.options(), "min-input-files": str(MIN_INPUT_FILES)},

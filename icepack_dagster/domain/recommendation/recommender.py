@@ -23,6 +23,12 @@ from icepack_dagster.domain.health.model import TableHealth
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.layering import Policy
 from icepack_dagster.domain.recommendation.compaction import choose_compaction
+from icepack_dagster.domain.recommendation.estimate import (
+    ActionEstimate,
+    Gain,
+    priority,
+    whole_table_estimate,
+)
 from icepack_dagster.domain.recommendation.gates import (
     cadence_gate,
     gc_disabled_reason,
@@ -31,7 +37,6 @@ from icepack_dagster.domain.recommendation.gates import (
     utc,
 )
 from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction, SkippedAction
-from icepack_dagster.domain.recommendation.plan import ActionPlan, Gain, priority, whole_table_estimate
 from icepack_dagster.domain.recommendation.position_deletes import plan_position_deletes
 from icepack_dagster.domain.recommendation.retention import plan_expiry, plan_orphan_sweep
 from icepack_dagster.domain.table.iceberg_properties import (
@@ -58,7 +63,7 @@ class _Planner:
         self.applies_deletes = False
         self.rewrites_data = False  # a data rewrite runs first: the manifests it leaves are unknown
 
-    def plan(self, action: MaintenanceAction) -> ActionPlan | str:
+    def plan(self, action: MaintenanceAction) -> ActionEstimate | str:
         """A plan, or why there is nothing to gain."""
         planners = {
             MaintenanceAction.REWRITE_DATA_FILES: self._data_files,
@@ -69,12 +74,12 @@ class _Planner:
         }
         return planners[action]()
 
-    def _data_files(self) -> ActionPlan | str:
+    def _data_files(self) -> ActionEstimate | str:
         plan = self._planned_data_files() if self.status.layout is not None else self._estimated_data_files()
-        self.rewrites_data = isinstance(plan, ActionPlan)
+        self.rewrites_data = isinstance(plan, ActionEstimate)
         return plan
 
-    def _planned_data_files(self) -> ActionPlan | str:
+    def _planned_data_files(self) -> ActionEstimate | str:
         """From the partition layout: Iceberg's own grouping, predicted (recommendation_compaction)."""
         s = self.status
         choice = choose_compaction(s, self.policy, self.target, self.codes, self.now)
@@ -88,9 +93,9 @@ class _Planner:
             bytes_reclaimed=s.live_delete_bytes if self.applies_deletes else 0,
             bytes_to_rewrite=p.bytes_in,
         )
-        return ActionPlan(choice.reason, choice.options, gain, p)
+        return ActionEstimate(choice.reason, choice.options, gain, p)
 
-    def _estimated_data_files(self) -> ActionPlan | str:
+    def _estimated_data_files(self) -> ActionEstimate | str:
         """Without a partition layout (a status from before it was measured): whole-table estimates."""
         s, min_files = self.status, self.policy.min_input_files
         compact = SMALL_FILES in self.codes and s.small_file_count >= min_files
@@ -122,19 +127,19 @@ class _Planner:
                 "applies them so reads stop merging them"
             )
         gain = Gain(files_removed=removed, bytes_reclaimed=reclaimed, bytes_to_rewrite=rewrite)
-        return ActionPlan("; ".join(reasons), options, gain)
+        return ActionEstimate("; ".join(reasons), options, gain)
 
-    def _position_deletes(self) -> ActionPlan | str:
+    def _position_deletes(self) -> ActionEstimate | str:
         return plan_position_deletes(self.status, self.codes, self.applies_deletes)
 
-    def _manifests(self) -> ActionPlan | str:
+    def _manifests(self) -> ActionEstimate | str:
         s = self.status
         target = iceberg_value(s.properties, MANIFEST_TARGET_SIZE_BYTES).value
         ideal = max(1, ceil(s.manifest_bytes / max(1, int(target))))
         many = s.manifest_count >= max(MANIFEST_MIN_COUNT, 2 * ideal)
         if not many and not (TOO_MANY_MANIFESTS in self.codes and s.manifest_count > ideal):
             return f"{s.manifest_count} manifests ({format_bytes(s.manifest_bytes)}), about {ideal} ideally"
-        return ActionPlan(
+        return ActionEstimate(
             f"{s.manifest_count} manifests ({format_bytes(s.manifest_bytes)}) would fit in about {ideal} "
             f"of {format_bytes(int(target))}; fewer manifests make query planning cheaper",
             {},
@@ -142,10 +147,10 @@ class _Planner:
             None if self.rewrites_data else whole_table_estimate(s.manifest_count, ideal, s.manifest_bytes),
         )
 
-    def _snapshots(self) -> ActionPlan | str:
+    def _snapshots(self) -> ActionEstimate | str:
         return plan_expiry(self.status, self.policy, self.now)
 
-    def _orphans(self) -> ActionPlan:
+    def _orphans(self) -> ActionEstimate:
         return plan_orphan_sweep(self.policy, self.now)
 
 

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.health.judging import format_hours
 from icepack_dagster.domain.policy.layering import Policy
+from icepack_dagster.domain.recommendation.estimate import ActionEstimate, Gain, whole_table_estimate
 from icepack_dagster.domain.recommendation.gates import ORPHAN_CADENCE_HOURS
-from icepack_dagster.domain.recommendation.plan import ActionPlan, Gain, whole_table_estimate
 from icepack_dagster.domain.table.iceberg_properties import MAX_REF_AGE_MS, iceberg_value
 from icepack_dagster.domain.table.snapshot_graph import SnapshotGraph, expired_by_iceberg
 from icepack_dagster.domain.table.status import TableStatus
@@ -23,7 +23,7 @@ def iso_seconds(moment: datetime) -> str:
     return moment.replace(microsecond=0).isoformat(timespec="seconds")
 
 
-def plan_expiry(status: TableStatus, policy: Policy, now: datetime) -> ActionPlan | str:
+def plan_expiry(status: TableStatus, policy: Policy, now: datetime) -> ActionEstimate | str:
     """The expiry to run, or why there is nothing to expire: predicted snapshot by snapshot from the
     snapshot graph, else (a status measured before the graph was) estimated from the snapshot ages."""
     if status.snapshot_graph is not None:
@@ -46,7 +46,7 @@ def _own_settings(graph: SnapshotGraph) -> str:
 
 def _planned_expiry(
     status: TableStatus, graph: SnapshotGraph, policy: Policy, now: datetime
-) -> ActionPlan | str:
+) -> ActionEstimate | str:
     keep, max_age = policy.snapshot_retain_last, policy.snapshot_max_age_hours
     # Iceberg expires snapshots committed strictly before `older_than`, floored to the second here.
     cutoff = (now - timedelta(hours=max_age)).replace(microsecond=0)
@@ -73,7 +73,7 @@ def _planned_expiry(
     )
     if forecast.dropped_refs:
         reason += f"; refs older than their max-ref-age would be dropped: {', '.join(forecast.dropped_refs)}"
-    return ActionPlan(
+    return ActionEstimate(
         reason + _own_settings(graph),
         {"older_than": iso_seconds(cutoff), "retain_last": str(keep)},
         Gain(files_removed=expired),  # at least each expired snapshot's manifest list
@@ -81,7 +81,7 @@ def _planned_expiry(
     )
 
 
-def _estimated_expiry(status: TableStatus, policy: Policy, now: datetime) -> ActionPlan | str:
+def _estimated_expiry(status: TableStatus, policy: Policy, now: datetime) -> ActionEstimate | str:
     s, p = status, policy
     count, keep, max_age = s.snapshot_count, p.snapshot_retain_last, p.snapshot_max_age_hours
     if count <= keep:
@@ -100,7 +100,7 @@ def _estimated_expiry(status: TableStatus, policy: Policy, now: datetime) -> Act
     # Ages are only known at the ends: assume commits spread evenly in between.
     share = (oldest - needed) / (oldest - newest) if oldest > newest else 1.0
     expired = min(count - keep, max(1, round(count * share)))
-    return ActionPlan(
+    return ActionEstimate(
         f"about {expired} of {count} snapshots are older than {format_hours(max_age)} "
         f"(oldest {format_hours(oldest)}) beyond the newest {keep} kept",
         {"older_than": iso_seconds(cutoff), "retain_last": str(keep)},
@@ -109,9 +109,9 @@ def _estimated_expiry(status: TableStatus, policy: Policy, now: datetime) -> Act
     )
 
 
-def plan_orphan_sweep(policy: Policy, now: datetime) -> ActionPlan:
+def plan_orphan_sweep(policy: Policy, now: datetime) -> ActionEstimate:
     hours = policy.orphan_older_than_hours
-    return ActionPlan(
+    return ActionEstimate(
         "files no snapshot references cannot be seen in metadata; they are looked for at most "
         f"every {format_hours(ORPHAN_CADENCE_HOURS)}, keeping any younger than {format_hours(hours)}",
         {"older_than": iso_seconds(now - timedelta(hours=hours))},

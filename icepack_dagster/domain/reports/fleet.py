@@ -14,7 +14,6 @@ from icepack_dagster.domain.health.judging import format_bytes
 from icepack_dagster.domain.health.model import HealthState, TableHealth
 
 ATTENTION_ROWS = 500  # the most urgent tables listed; the counts by state cover every table
-_URGENCY = {HealthState.CRITICAL: 0, HealthState.UNKNOWN: 1, HealthState.WARNING: 2, HealthState.HEALTHY: 3}
 
 
 class TableAttention(FrozenModel):
@@ -69,7 +68,7 @@ def needing_attention(
         )
         for table in tables
     ]
-    return sorted(rows, key=lambda r: (_URGENCY[r.state], -(r.data_bytes or 0), r.table))
+    return sorted(rows, key=lambda r: (r.state.attention_order, -(r.data_bytes or 0), r.table))
 
 
 def fleet_markdown(summary: FleetSummary) -> str:

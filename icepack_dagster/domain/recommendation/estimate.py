@@ -21,7 +21,10 @@ class Gain:
 
 
 @dataclass(frozen=True)
-class ActionPlan:
+class ActionEstimate:
+    """What one action is expected to do and why, before it becomes a `RecommendedAction` (the SQL that
+    runs it is another thing: `spark/prepared_actions.py`'s `PreparedAction`)."""
+
     reason: str
     options: dict[str, str] = field(default_factory=dict)
     gain: Gain = Gain()

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class ActionPlan:
+class PreparedAction:
     """One action ready to run (statements) or refused before running (error)."""
 
     action: MaintenanceAction
@@ -33,13 +33,13 @@ class ActionPlan:
     prediction: RewritePrediction | None = None
 
 
-def plan_actions(
+def prepare_actions(
     catalog: str,
     key: TableKey,
     actions: Sequence[RecommendedAction],
     properties: Mapping[str, str],
     now: datetime,
-) -> list[ActionPlan]:
+) -> list[PreparedAction]:
     """Statements for each action on `key` in Spark catalog `catalog`, or why it is refused; pure,
     touches no Spark. An override the table may not set refuses all its actions."""
     if key.catalog != catalog:
@@ -49,24 +49,24 @@ def plan_actions(
     try:
         sets = tuple(render_set(k, v, key.text) for k, v in resolve_overrides(key.text, properties))
     except IcepackError as error:
-        return [ActionPlan(a.action, error=str(error)) for a in actions]
+        return [PreparedAction(a.action, error=str(error)) for a in actions]
     plans = []
     for recommended in actions:
         try:
             guard_action(key, recommended.action, recommended.options, properties, now)
             call = render_call(catalog, key, recommended.action, recommended.options)
         except IcepackError as error:
-            plans.append(ActionPlan(recommended.action, error=str(error)))
+            plans.append(PreparedAction(recommended.action, error=str(error)))
             continue
         dry = recommended.options.get("dry_run", "false").lower() == "true"
         statements = (*SESSION_SETUP, *sets, call)
-        plans.append(
-            ActionPlan(recommended.action, statements, dry_run_option=dry, prediction=recommended.prediction)
-        )
+        plans.append(PreparedAction(
+            recommended.action, statements, dry_run_option=dry, prediction=recommended.prediction
+        ))
     return plans
 
 
-def orphan_guard_is_on(key: TableKey, session: SparkSession, plan: ActionPlan) -> ActionPlan:
+def orphan_guard_is_on(key: TableKey, session: SparkSession, plan: PreparedAction) -> PreparedAction:
     """Iceberg skips its own 24-hour orphan-age check when the session says `spark.testing=true` (a
     core setting no table override can reach, but a platform's Spark configuration could)."""
     if plan.action is not MaintenanceAction.REMOVE_ORPHAN_FILES or plan.error is not None:
