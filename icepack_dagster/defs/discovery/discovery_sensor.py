@@ -22,8 +22,8 @@ from icepack_dagster.defs.health_sync.job import (
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, TABLE_PARTITIONS
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.decisions.dagster_partition_changes import (
-    PartitionChanges,
-    plan_partition_changes,
+    DagsterPartitionChanges,
+    plan_dagster_partition_changes,
 )
 from icepack_dagster.domain.decisions.sensor_cursors import DiscoveryCursor, decode_cursor
 from icepack_dagster.exceptions import IcepackError
@@ -55,7 +55,7 @@ def _discovered(icepack: IcepackResource) -> DiscoveryResult | dg.SkipReason:
 
 def _result(
     context: dg.SensorEvaluationContext,
-    changes: PartitionChanges,
+    changes: DagsterPartitionChanges,
     tables: int,
     generation: int,
     platform: PlatformSettings,
@@ -103,7 +103,7 @@ def build_discovery_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
             return found
         tables = [key.text for key in found.tables]
         cursor = decode_cursor(DiscoveryCursor, context.cursor)
-        changes = plan_partition_changes(
+        changes = plan_dagster_partition_changes(
             tables,
             list(context.instance.get_dynamic_partitions(PARTITIONS_NAME)),
             cursor.last_partition,

@@ -1,5 +1,6 @@
-"""What one discovery tick changes in the set of table partitions, from the tables the catalogs list
-and the partitions that exist: partitions to add, to remove (at most so many per tick), and the tables
+"""What one discovery tick changes in the Dagster partitions (one per table, the `iceberg_tables`
+dynamic partitions; not the partitions of an Iceberg table), from the tables the catalogs list and the
+partitions that exist: partitions to add, to remove (at most so many per tick), and the tables
 still owed a first health sync.
 
 An outage must never delete a partition: a configured catalog that lists no managed table while
@@ -17,7 +18,7 @@ from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.table.key import parse_table_key
 
 
-class PartitionChanges(FrozenModel):
+class DagsterPartitionChanges(FrozenModel):
     """One tick's changes; `after` is the partition list once they are applied, in Dagster's order."""
 
     added: tuple[str, ...]
@@ -41,13 +42,13 @@ class PartitionChanges(FrozenModel):
         )
 
 
-def plan_partition_changes(
+def plan_dagster_partition_changes(
     tables: Sequence[str],
     partitions: Sequence[str],
     last_partition: str | None,
     catalogs: Sequence[str],
     removals_per_tick: int,
-) -> PartitionChanges:
+) -> DagsterPartitionChanges:
     """The changes that make `partitions` equal to `tables` (both table key texts), at most
     `removals_per_tick` removals (the daemon deletes partitions one call each: a mass drop is spread
     over ticks)."""
@@ -58,7 +59,7 @@ def plan_partition_changes(
     removed = [p for p in removed if parse_table_key(p).catalog not in held]
     deferred = max(0, len(removed) - removals_per_tick)
     gone = set(removed[:removals_per_tick])
-    return PartitionChanges(
+    return DagsterPartitionChanges(
         added=tuple(added),
         removed=tuple(removed[:removals_per_tick]),
         unsynced=tuple(p for p in _added_since(partitions, last_partition) if p not in gone),
