@@ -2,7 +2,7 @@
 Dagster import. `table_engine.py` holds the `Engine` (finding, measuring, judging, recommending);
 `maintenance_run.py` one maintenance of one table (lease, plan, Spark, record)."""
 
-from icepack_dagster.engine.maintenance_run import TABLE_GONE, utc_now
+from icepack_dagster.engine.maintenance_run import TABLE_GONE
 from icepack_dagster.engine.table_engine import Engine
 
-__all__ = ["TABLE_GONE", "Engine", "utc_now"]
+__all__ = ["TABLE_GONE", "Engine"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from icepack_dagster.domain.actions.maintenance_action import (
@@ -19,6 +19,7 @@ from icepack_dagster.domain.actions.maintenance_action import (
     ActionStatus,
     MaintenanceAction,
 )
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction
 from icepack_dagster.domain.table.key import TableKey
@@ -41,10 +42,6 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 TABLE_GONE = "table no longer exists"
 _MAX_ERROR = 1000  # an error quoting a hostile 100 KB property value stays readable in history and UI
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _bounded(message: str) -> str:

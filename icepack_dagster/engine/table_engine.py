@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from icepack_dagster.config.policy_file import load_policy_rules
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.judging import assess_health
 from icepack_dagster.domain.health.model import TableHealth
 from icepack_dagster.domain.outcomes.history import TableHistory
@@ -31,7 +32,7 @@ from icepack_dagster.domain.recommendation.recommender import recommend
 from icepack_dagster.domain.table.key import TableKey, resolve_table_argument
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.domain.table.unreferenced_files import UnreferencedFiles
-from icepack_dagster.engine.maintenance_run import Progress, run_maintenance, utc_now
+from icepack_dagster.engine.maintenance_run import Progress, run_maintenance
 from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables, matches

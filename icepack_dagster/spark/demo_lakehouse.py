@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.sql.procedures import quote_identifier, spark_catalog_name
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import ConfigurationError
@@ -155,7 +156,7 @@ def _logs_with_orphans(b: _Builder) -> None:
             f"the demo plants orphan files with local file operations, but {first_file} is not local: "
             "build the demo in an embedded catalog or a local warehouse"
         )
-    old = time.time() - ORPHAN_AGE_SECONDS
+    old = utc_now().timestamp() - ORPHAN_AGE_SECONDS
     for index in range(ORPHAN_FILES):
         orphan = source.parent / f"{ORPHAN_PREFIX}{index}.parquet"
         shutil.copyfile(source, orphan)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from py4j.protocol import Py4JJavaError
@@ -29,6 +29,7 @@ from icepack_dagster.domain.actions.maintenance_action import (
     ActionStatus,
     MaintenanceAction,
 )
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.action_outcome import compare
 from icepack_dagster.domain.recommendation.model import RecommendedAction
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP, existence_probe
@@ -93,7 +94,7 @@ class MaintenanceRunner:
         Raises `TableNotFoundError` when the table does not exist; every other problem is a `failed`
         result naming the table and the action, and the table's later actions are `skipped`."""
         progress = on_progress or (lambda message: logger.info("%s", message))
-        plans = prepare_actions(self._catalog, key, actions, properties or {}, now or datetime.now(UTC))
+        plans = prepare_actions(self._catalog, key, actions, properties or {}, now or utc_now())
         meter = StatusMeter(status_before, key, progress, known=status_planned_on)
         results: list[ActionResult] = []
         if dry_run:

@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import BigInteger, Column, DateTime, MetaData, Table, Text, delete, func, select
@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine as SqlEngine
 from sqlalchemy.exc import SQLAlchemyError
 
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.exceptions import ConfigurationError
 from icepack_dagster.iceberg.manifest_summary import ManifestSummary, PartitionFiles
 from icepack_dagster.store.state_database import open_state_database, redacted_url
@@ -109,7 +110,7 @@ class ManifestSummaryStore:
         """Store summaries (a path already stored is left as it is: manifests never change)."""
         if not summaries:
             return
-        now = datetime.now(UTC)
+        now = utc_now()
         rows = [
             {"path": path, "small_threshold": small_threshold, "summary": encode_summary(s), "stored_at": now}
             for path, s in summaries.items()

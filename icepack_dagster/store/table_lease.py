@@ -22,6 +22,7 @@ from sqlalchemy import Column, DateTime, MetaData, String, Table, delete, insert
 from sqlalchemy.engine import Engine as SqlEngine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.exceptions import TableLeaseHeldError
 from icepack_dagster.store.state_database import open_state_database
 
@@ -58,7 +59,7 @@ class TableLeases:
     def acquire(self, table: str, holder: str, now: datetime | None = None) -> str:
         """Take the table's lease and return its token, or raise `TableLeaseHeldError` naming the live
         holder. An expired lease is taken over: its holder stopped renewing it (crashed)."""
-        now = now or datetime.now(UTC)
+        now = now or utc_now()
         token = uuid.uuid4().hex
         row = {"holder": holder, "token": token, "acquired_at": now, "expires_at": now + self.ttl}
         try:
@@ -90,7 +91,7 @@ class TableLeases:
 
     def renew(self, table: str, token: str, now: datetime | None = None) -> bool:
         """Push the lease's expiry out; False if it is no longer ours."""
-        now = now or datetime.now(UTC)
+        now = now or utc_now()
         with self._engine.begin() as connection:
             return bool(
                 connection.execute(

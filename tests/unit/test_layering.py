@@ -9,7 +9,8 @@ sqlalchemy and nothing but `domain/` of the package (everyone above the domain m
 `iceberg/`, `spark/`, `store/` and `alerting/` import no dagster and neither the Dagster layer (`defs/`,
 `definitions.py`) nor the engine; the Dagster layer imports no pyiceberg or pyspark
 (it reaches them through the adapters); only `spark/` imports pyspark; only the Dagster layer imports
-dagster, and every module of `defs/` does. The shape holds too: the package's top level keeps only
+dagster, and every module of `defs/` does. Only `config/settings.py` reads the environment and only
+`domain/clock.py` reads the clock. The shape holds too: the package's top level keeps only
 `definitions.py`, `exceptions.py` and `__init__.py`, and no folder holds more than 15 modules directly.
 The checker proves itself: each rule's violation, planted
 in a copy of the package, is reported.
@@ -288,3 +289,35 @@ def test_settings_is_the_only_reader_of_the_environment(tmp_path: Path) -> None:
     shutil.copytree(PACKAGE, copy)
     (copy / "domain" / "planted_env.py").write_text("import os\n\nHOME = os.environ.get('HOME')\n")
     assert environment_readers(copy) == ["domain/planted_env.py:3"]
+
+
+CLOCK = "domain/clock.py"
+_CLOCK_READS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today"),
+                ("time", "time"), ("time", "time_ns")}
+
+
+def clock_readers(root: Path) -> list[str]:
+    """Modules other than the clock that read the time of day (`datetime.now()`, `time.time()`, ...);
+    `time.monotonic()` measures a duration and is no clock reading."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+        if module == CLOCK:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = node.func.value
+                name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", None)
+                if (name, node.func.attr) in _CLOCK_READS:
+                    found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_the_package_has_one_clock(tmp_path: Path) -> None:
+    assert clock_readers(PACKAGE) == []
+    copy = tmp_path / ROOT
+    shutil.copytree(PACKAGE, copy)
+    (copy / "store" / "planted_clock.py").write_text(
+        "import time\nfrom datetime import UTC, datetime\n\nNOW = datetime.now(UTC)\nEPOCH = time.time()\n"
+    )
+    assert clock_readers(copy) == ["store/planted_clock.py:4", "store/planted_clock.py:5"]

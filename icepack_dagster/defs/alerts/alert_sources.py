@@ -3,12 +3,13 @@ health-sync runs from Dagster's run storage."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import dagster as dg
 
 from icepack_dagster.defs.health_sync.job import health_sync_job
 from icepack_dagster.defs.run_tags import BATCH_TAG
+from icepack_dagster.domain.clock import utc_now
 
 # Dagster's tag on a failed run when run retries are enabled: "true" when its retry run will follow.
 WILL_RETRY_TAG = "dagster/will_retry"
@@ -21,7 +22,7 @@ _OVERLAP = timedelta(seconds=1)
 
 def failed_health_syncs(instance: dg.DagsterInstance, updated_after: datetime | None) -> list[dg.RunRecord]:
     """Failed health-sync runs last updated after `updated_after` (default: a day ago), oldest first."""
-    since = updated_after - _OVERLAP if updated_after else datetime.now(UTC) - FIRST_LOOK_BACK
+    since = updated_after - _OVERLAP if updated_after else utc_now() - FIRST_LOOK_BACK
     filters = dg.RunsFilter(
         job_name=health_sync_job.name, statuses=[dg.DagsterRunStatus.FAILURE], updated_after=since
     )

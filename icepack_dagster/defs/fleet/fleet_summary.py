@@ -1,6 +1,5 @@
 """`fleet_summary`: every table at a glance, for the UI and for Prometheus."""
 
-import time
 
 import dagster as dg
 
@@ -18,6 +17,7 @@ from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import runs_maintaining
 from icepack_dagster.defs.table_histories import table_histories
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.model import HealthState, TableHealth
 from icepack_dagster.domain.reports.fleet import (
     ATTENTION_ROWS,
@@ -107,7 +107,7 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     previous = decode_fleet(metadata_of(previous_record)) if previous_record else None
     files, size, seen = _reclaimed(instance, previous)
     summary = FleetSummary(
-        generated_at_epoch=time.time(),
+        generated_at_epoch=utc_now().timestamp(),
         tables=len(partitions),
         by_state={s: sum(1 for v in states.values() if v is s) for s in HealthState},
         table_states=states,

@@ -31,12 +31,13 @@ from icepack_dagster.defs.materialization_codec import (
 )
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.judging import unknown_health
 from icepack_dagster.domain.health.model import HealthState, TableHealth
 from icepack_dagster.domain.health.sync_writes import LastWrite, RewritePolicy, write_reason
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
-from icepack_dagster.engine import Engine, utc_now
+from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import IcepackError
 
 SYNC_REASON = "sync_reason"

@@ -3,13 +3,14 @@ prunes icepack's maintenance history past `history_retention_days` (what `icepac
 does), reporting both as typed metadata so the run page shows what went and what is left."""
 
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import dagster as dg
 
 from icepack_dagster.defs.housekeeping.run_retention import delete_finished_runs
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import observation_tags
+from icepack_dagster.domain.clock import utc_now
 
 RUNS_DELETED = "runs_deleted"
 MORE_RUNS_LEFT = "expired_runs_left"
@@ -19,7 +20,7 @@ HISTORY_ROWS_PRUNED = "history_rows_pruned"
 @dg.op(description="Delete finished runs past run_retention_days; prune history past history_retention_days")
 def delete_old_runs_and_history(context: dg.OpExecutionContext, icepack: IcepackResource) -> dg.Output[None]:
     settings = icepack.settings
-    now = datetime.now(UTC)
+    now = utc_now()
     runs = delete_finished_runs(context.instance, now - timedelta(days=settings.platform.run_retention_days))
     context.log.info(
         f"deleted {runs.deleted} finished run(s) last updated before {runs.cutoff.isoformat()}; "

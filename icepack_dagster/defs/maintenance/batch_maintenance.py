@@ -36,9 +36,10 @@ from icepack_dagster.defs.maintenance.maintenance_recommendation import recommen
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_health, maintenance_metadata
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation
-from icepack_dagster.engine import Engine, utc_now
+from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import IcepackError
 
 _CHANGED = ("succeeded", "no_effect", "failed")  # outcomes after which the table is measured again

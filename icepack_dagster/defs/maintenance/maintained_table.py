@@ -18,10 +18,11 @@ from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommend
 from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.defs.run_tags import MAINTENANCE_POOL, OUTCOME_TAG
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation
-from icepack_dagster.engine import TABLE_GONE, utc_now
+from icepack_dagster.engine import TABLE_GONE
 from icepack_dagster.exceptions import TableNotFoundError
 
 _MAX_TAG = 250  # run tags are for the runs list; the whole reason is in the metadata

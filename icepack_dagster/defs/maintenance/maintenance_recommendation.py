@@ -8,11 +8,12 @@ from icepack_dagster.defs.materialization_codec import Metadata, recommendation_
 from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.layering import explain_policy, in_window
 from icepack_dagster.domain.recommendation.model import Recommendation, SkippedAction
 from icepack_dagster.domain.table.key import TableKey
-from icepack_dagster.engine import TABLE_GONE, Engine, utc_now
+from icepack_dagster.engine import TABLE_GONE, Engine
 from icepack_dagster.exceptions import TableNotFoundError
 
 

@@ -34,6 +34,7 @@ from icepack_dagster.defs.materialization_codec import decode_health
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import maintenance_tags, runs_maintaining, table_of_run
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.decisions.maintenance_batches import PlannedRun
 from icepack_dagster.domain.decisions.maintenance_selection import (
     Decision,
@@ -46,7 +47,6 @@ from icepack_dagster.domain.decisions.maintenance_selection import (
 )
 from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
 from icepack_dagster.domain.health.model import HealthState
-from icepack_dagster.engine import utc_now
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.NOT_STARTED,
