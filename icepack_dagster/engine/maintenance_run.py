@@ -19,6 +19,7 @@ from icepack_dagster.domain.actions.maintenance_action import (
     ActionStatus,
     MaintenanceAction,
 )
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction
@@ -117,7 +118,7 @@ def _run(
         for s in recommendation.skipped
         if only is None or s.action in only
     ]
-    chosen, refused = _checked_orphan_removal(engine, key, chosen, status.location)
+    chosen, refused = _checked_listing(engine, key, chosen, status.location)
     results: list[ActionResult] = [*refused]
     if chosen:
         runner = MaintenanceRunner(None, key.catalog, sessions=None if dry_run else engine.table_sessions)
@@ -143,28 +144,38 @@ def _run(
     return report
 
 
-def _checked_orphan_removal(
+def _checked_listing(
     engine: Engine, key: TableKey, chosen: list[RecommendedAction], location: str
 ) -> tuple[list[RecommendedAction], list[ActionResult]]:
-    """Orphan removal runs only where its listing can be trusted (`domain/table/unreferenced_files.py`):
-    otherwise it fails here, unrun. On an object store it lists by prefix through the table's own FileIO."""
-    orphans = next((a for a in chosen if a.action is MaintenanceAction.REMOVE_ORPHAN_FILES), None)
-    if orphans is None:
+    """An action that deletes unreferenced files (orphan removal) runs only where the listing of the
+    table's location can be trusted (`domain/table/unreferenced_files.py`): otherwise it fails here,
+    unrun. On an object store each action gets its module's object-store options (orphan removal lists
+    by prefix through the table's own FileIO)."""
+    if not any(definition(a.action).deletes_unreferenced_files for a in chosen):
         return chosen, []
+    unreadable: MetadataReadError | None = None
     try:
         refusals = orphan_removal_refusals(load_table(engine.catalogs.get(key.catalog), key), key)
-    except MetadataReadError as unreadable:  # the check cannot run: orphan removal cannot either
-        refusals = [f"{unreadable}; remove_orphan_files refused, nothing was deleted"]
-    if refusals:
-        message = _bounded(" ".join(refusals))
-        failed = ActionResult(
-            action=orphans.action, status="failed", statements=(), duration_seconds=0, error=message
-        )
-        return [a for a in chosen if a is not orphans], [failed]
-    if on_object_store(location):
-        listed = orphans.model_copy(update={"options": {**orphans.options, "prefix_listing": "true"}})
-        return [listed if a is orphans else a for a in chosen], []
-    return chosen, []
+    except MetadataReadError as error:  # the check cannot run: the action cannot either
+        refusals, unreadable = [], error
+    kept: list[RecommendedAction] = []
+    refused: list[ActionResult] = []
+    for recommended in chosen:
+        spec = definition(recommended.action)
+        if unreadable is not None and spec.deletes_unreferenced_files:
+            refusals = [f"{unreadable}; {recommended.action} refused, nothing was deleted"]
+        if spec.deletes_unreferenced_files and refusals:
+            message = _bounded(" ".join(refusals))
+            failed = ActionResult(
+                action=recommended.action, status="failed", statements=(), duration_seconds=0, error=message
+            )
+            refused.append(failed)
+        elif spec.object_store_options and on_object_store(location):
+            options = {**recommended.options, **spec.object_store_options}
+            kept.append(recommended.model_copy(update={"options": options}))
+        else:
+            kept.append(recommended)
+    return kept, refused
 
 
 def _unrun(

@@ -1,17 +1,18 @@
 """What the runner will run for each of a table's actions, or why it refuses the action, decided before
 any procedure runs: options, the table's `icepack.spark.sql.*` overrides and the safety guards are
-checked here, and orphan removal once more against the session it would run in (Iceberg's own 24-hour
-guard must be on)."""
+checked here, and each action once more against the session it would run in (the settings its module
+refuses: for orphan removal, one that switches off Iceberg's own 24-hour guard)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.recommendation.model import RecommendedAction
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP, guard_action, render_call
 from icepack_dagster.domain.sql.spark_overrides import render_set, resolve_overrides
@@ -29,7 +30,7 @@ class PreparedAction:
     action: MaintenanceAction
     statements: tuple[str, ...] = ()
     error: str | None = None
-    dry_run_option: bool = False
+    options: Mapping[str, str] = field(default_factory=dict)
     prediction: RewritePrediction | None = None
 
 
@@ -58,25 +59,25 @@ def prepare_actions(
         except IcepackError as error:
             plans.append(PreparedAction(recommended.action, error=str(error)))
             continue
-        dry = recommended.options.get("dry_run", "false").lower() == "true"
         statements = (*SESSION_SETUP, *sets, call)
-        plans.append(PreparedAction(
-            recommended.action, statements, dry_run_option=dry, prediction=recommended.prediction
-        ))
+        plans.append(
+            PreparedAction(
+                recommended.action,
+                statements,
+                options=recommended.options,
+                prediction=recommended.prediction,
+            )
+        )
     return plans
 
 
-def orphan_guard_is_on(key: TableKey, session: SparkSession, plan: PreparedAction) -> PreparedAction:
-    """Iceberg skips its own 24-hour orphan-age check when the session says `spark.testing=true` (a
-    core setting no table override can reach, but a platform's Spark configuration could)."""
-    if plan.action is not MaintenanceAction.REMOVE_ORPHAN_FILES or plan.error is not None:
+def refused_by_session(key: TableKey, session: SparkSession, plan: PreparedAction) -> PreparedAction:
+    """The prepared action, refused when the session sets one of the settings the action's module refuses (for
+    orphan removal, `spark.testing=true`: a core setting no table override can reach, but a platform's
+    Spark configuration could)."""
+    if plan.error is not None:
         return plan
-    if str(session.conf.get("spark.testing", "false")).strip().lower() != "true":
-        return plan
-    return replace(
-        plan,
-        statements=(),
-        error=f"table {key.text}: {plan.action} refused: this Spark session sets spark.testing=true, "
-        "which switches off Iceberg's 24-hour guard against deleting files of writes in progress; "
-        "remove spark.testing from the Spark configuration",
-    )
+    for setting, (refused, why) in definition(plan.action).refused_session_settings.items():
+        if str(session.conf.get(setting, "")).strip().lower() == refused:
+            return replace(plan, statements=(), error=f"table {key.text}: {plan.action} refused: {why}")
+    return plan

@@ -4,9 +4,11 @@ Each table runs in the session `spark/table_sessions.py` gives it: a fresh `spar
 Spark Connect, a fresh server-side session: see `spark/connect.py`), or in a batch its thread's shared
 session with the table's `icepack.spark.sql.*` overrides restored after it; either way they never reach
 another table. Everything that can be refused is refused before Spark is touched
-(`spark/prepared_actions.py`: options, overrides, safety guards), and orphan removal also in a session where
-Iceberg's own 24-hour guard is off. While an action runs, Spark's progress goes to the same progress
-callback as the runner's own lines (`spark/progress.py`). A failing action stops the table's later
+(`spark/prepared_actions.py`: options, overrides, safety guards, and the session settings an action's module
+refuses, such as one that switches off Iceberg's own 24-hour guard for orphan removal). What a
+procedure's output says it did is read as the action's module says (`domain/actions/`). While an
+action runs, Spark's progress goes to the same progress callback as the runner's own lines
+(`spark/progress.py`). A failing action stops the table's later
 actions, since they were planned on the state the failed one should have produced; its report says what
 the failure left behind (`spark/failures.py`), and its impact is measured, since partial progress may
 have committed part of it.
@@ -23,12 +25,8 @@ from typing import TYPE_CHECKING, Any
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
 
-from icepack_dagster.domain.actions.maintenance_action import (
-    ActionImpact,
-    ActionResult,
-    ActionStatus,
-    MaintenanceAction,
-)
+from icepack_dagster.domain.actions.maintenance_action import ActionResult, ActionStatus
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.action_outcome import compare
 from icepack_dagster.domain.recommendation.model import RecommendedAction
@@ -38,7 +36,7 @@ from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import IcepackError, MaintenanceError, TableNotFoundError
 from icepack_dagster.spark.failures import error_class, failure_hint, spark_error_message
-from icepack_dagster.spark.prepared_actions import PreparedAction, orphan_guard_is_on, prepare_actions
+from icepack_dagster.spark.prepared_actions import PreparedAction, prepare_actions, refused_by_session
 from icepack_dagster.spark.progress import REPORT_INTERVAL_SECONDS, ProgressSink, reported_progress
 from icepack_dagster.spark.session import is_connect_session
 from icepack_dagster.spark.status_meter import StatusMeter, StatusReader, measured
@@ -103,7 +101,7 @@ class MaintenanceRunner:
             raise MaintenanceError(f"table {key.text}: this runner has no Spark session (dry runs only)")
         with self._sessions.session_for(self._catalog, _override_keys(key, properties or {})) as session:
             self._check_exists(key, session)
-            plans = [orphan_guard_is_on(key, session, plan) for plan in plans]
+            plans = [refused_by_session(key, session, plan) for plan in plans]
             for plan in plans:
                 results.append(self._one(key, plan, results, session, meter, progress))
             if any(result.status == "failed" for result in results):
@@ -161,7 +159,7 @@ class MaintenanceRunner:
             for statement in settings:  # SETs run when sent; collecting one would be one more round trip
                 if statement not in SESSION_SETUP:  # every table session ran these when it was opened
                     session.sql(statement)
-            output = self._output(plan, _rows(session, session.sql(call)))
+            impact = definition(plan.action).read_outcome(_rows(session, session.sql(call)), plan.options)
         except (PySparkException, Py4JJavaError) as error:
             hint, cause = failure_hint(error), spark_error_message(error)
             return ActionResult(
@@ -172,11 +170,7 @@ class MaintenanceRunner:
                 error=f"table {key.text}: {plan.action} failed on Spark: "
                 + (f"{hint}. Cause: {cause}" if hint else cause),
             )
-        impact = ActionImpact(procedure_output=output)
-        if plan.action is MaintenanceAction.REMOVE_ORPHAN_FILES:
-            found = int(output["orphan_file_count"] or 0)
-            impact = impact.model_copy(update={"orphan_files_removed": 0 if plan.dry_run_option else found})
-        judged = compare(plan.action, plan.prediction, output)
+        judged = compare(plan.action, plan.prediction, impact.procedure_output)
         no_effect = judged is not None and judged.no_effect
         return ActionResult(
             action=plan.action,
@@ -187,13 +181,6 @@ class MaintenanceRunner:
             reason=f"no effect: {judged.describe()}" if no_effect and judged is not None else None,
             predicted_actual=judged,
         )
-
-    @staticmethod
-    def _output(plan: PreparedAction, rows: list[dict[str, Any]]) -> dict[str, int | float | str | None]:
-        """The procedure's result row; orphan removal returns one row per file, so it is counted."""
-        if plan.action is MaintenanceAction.REMOVE_ORPHAN_FILES:
-            return {"orphan_file_count": len(rows)}
-        return {k: v for k, v in rows[0].items() if isinstance(v, int | float | str)} if rows else {}
 
     @staticmethod
     def _unrun(

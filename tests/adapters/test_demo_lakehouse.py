@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.health.judging import (
     DELETE_FILE_BUILDUP,
     SMALL_FILES,
@@ -113,7 +114,8 @@ def test_recommended_maintenance_renders_and_fixes_the_demo(spark, catalogs: Cat
     assert table_fingerprint(spark, qualified_table("lake", events)) == before
 
     logs = demo["logs_with_orphans"][0]
-    orphan_removal = [a for a in recommendations["logs_with_orphans"].actions if a.action.destructive]
+    recommended = recommendations["logs_with_orphans"].actions
+    orphan_removal = [a for a in recommended if definition(a.action).destructive]
     before = table_fingerprint(spark, qualified_table("lake", logs))
     results = runner.run(logs, orphan_removal, {})
     [removal] = [r for r in results if r.action is MaintenanceAction.REMOVE_ORPHAN_FILES]

@@ -21,9 +21,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.domain.recommendation.model import RecommendedAction
-from icepack_dagster.domain.sql.procedures import ARGUMENT_OPTIONS, MAP_OPTIONS, qualified_table
+from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import TableNotFoundError
@@ -399,7 +400,7 @@ def test_every_allowlisted_option_is_accepted_by_the_bundled_iceberg(spark, name
     before = table_fingerprint(spark, qualified_table("lake", key))
     actions = []
     for kind in MaintenanceAction:
-        allowed = {*MAP_OPTIONS.get(kind, {}), *ARGUMENT_OPTIONS[kind]}
+        allowed = set(definition(kind).options)
         assert allowed <= SAMPLE_OPTIONS.keys(), f"add a sample value for {allowed - SAMPLE_OPTIONS.keys()}"
         actions.append(make_action(kind, **{name: SAMPLE_OPTIONS[name] for name in allowed}))
 

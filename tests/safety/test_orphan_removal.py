@@ -22,7 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
-from icepack_dagster.domain.actions.procedure_options import REFUSED_OPTIONS
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.sql.procedures import qualified_table, render_call
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
@@ -246,7 +246,7 @@ def test_a_scheme_or_authority_mismatch_stops_orphan_removal(
     assert table_fingerprint(spark, q) == before
 
 
-@pytest.mark.parametrize("option", sorted(REFUSED_OPTIONS[A.REMOVE_ORPHAN_FILES]))
+@pytest.mark.parametrize("option", sorted(definition(A.REMOVE_ORPHAN_FILES).refused_options))
 @pytest.mark.parametrize("value", ["DELETE", "IGNORE", "map('s3a', 's3')", "/", "true"])
 def test_options_that_widen_orphan_matching_are_never_rendered(option: str, value: str) -> None:
     key = TableKey(catalog="lake", namespace=("sales",), name="orders")

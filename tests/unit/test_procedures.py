@@ -15,9 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.sql.procedures import (
-    ARGUMENT_OPTIONS,
-    MAP_OPTIONS,
     guard_action,
     render_call,
     sql_string,
@@ -198,7 +197,7 @@ _ARGUMENT_SYNTAX = re.compile(r"(, [a-z_]+ => (L|TIMESTAMP L|true|false|[0-9]+|m
 @given(
     action=st.sampled_from(list(MaintenanceAction)),
     options=st.dictionaries(
-        st.sampled_from(sorted({k for a in A for k in (*MAP_OPTIONS.get(a, {}), *ARGUMENT_OPTIONS[a])}))
+        st.sampled_from(sorted({k for a in A for k in definition(a).options}))
         | st.text(max_size=10),
         st.text(max_size=30) | st.integers(-5, 2**64).map(str) | st.sampled_from(["true", "FALSE", "sort"]),
         max_size=4,

@@ -12,7 +12,7 @@ from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.materialization_codec import decode_status
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.run_tags import maintenance_runs
-from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.decisions.maintenance_selection import Decision, Verdict, order_candidates
 from icepack_dagster.domain.decisions.sensor_cursors import PendingTable
 from icepack_dagster.domain.outcomes.history import TableHistory
@@ -78,8 +78,8 @@ class TickJudge:
         if not in_window(policy, self.now):
             return verdict("wait", "outside its maintenance window")
         recommendation = self.engine.recommend(key, status=status, now=self.now)
-        orphans = MaintenanceAction.REMOVE_ORPHAN_FILES
-        if sweep and all(action.action is not orphans for action in recommendation.actions):
+        swept = [a for a in recommendation.actions if definition(a.action).sweep_cadence_hours is not None]
+        if sweep and not swept:
             return verdict("drop", "no orphan sweep due")
         if not recommendation.needs_work:
             reasons = "; ".join(f"{s.action.value}: {s.reason}" for s in recommendation.skipped[:2])

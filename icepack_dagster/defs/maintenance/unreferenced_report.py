@@ -12,7 +12,7 @@ only when orphan removal ran. A failed listing is reported, never fails the run.
 
 import dagster as dg
 
-from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
@@ -27,7 +27,7 @@ UNREFERENCED_SUMMARY = "unreferenced_files"
 
 def orphan_removal_ran(report: MaintenanceReport) -> bool:
     return any(
-        result.action is MaintenanceAction.REMOVE_ORPHAN_FILES and result.status in ("succeeded", "no_effect")
+        definition(result.action).deletes_unreferenced_files and result.status in ("succeeded", "no_effect")
         for result in report.results
     )
 

@@ -1,4 +1,5 @@
-"""Maintenance actions: their names, their canonical order, and what running one reports."""
+"""Maintenance actions: their names, their canonical order, and what running one reports. What each
+action is (options, plan, guards, outcome) is its own module's; `registry.py` lists them."""
 
 from __future__ import annotations
 
@@ -14,18 +15,14 @@ from icepack_dagster.domain.outcomes.prediction import PredictedActual
 class MaintenanceAction(StrEnum):
     """The five actions, each one Iceberg Spark procedure. Declaration order is execution order:
     rewrite data first (it also drops applied deletes), then deletes, then manifests, then expire
-    what the rewrites replaced, and only then look for orphans."""
+    what the rewrites replaced, and only then look for orphans. Each name is its module's in this
+    package, listed in the same order by `registry.py`."""
 
     REWRITE_DATA_FILES = "rewrite_data_files"
     REWRITE_POSITION_DELETE_FILES = "rewrite_position_delete_files"
     REWRITE_MANIFESTS = "rewrite_manifests"
     EXPIRE_SNAPSHOTS = "expire_snapshots"
     REMOVE_ORPHAN_FILES = "remove_orphan_files"
-
-    @property
-    def destructive(self) -> bool:
-        """Deletes files physically; refused when the table sets gc.enabled=false."""
-        return self in (MaintenanceAction.EXPIRE_SNAPSHOTS, MaintenanceAction.REMOVE_ORPHAN_FILES)
 
 
 ACTION_ORDER: tuple[MaintenanceAction, ...] = tuple(MaintenanceAction)

@@ -3,7 +3,8 @@ the two are far apart.
 
 Every rewrite and expiry states its expectation as files in, files out and bytes in (a `RewritePrediction`
 on the recommended action). After the procedure runs, its output row says what it did; the fields that
-count as "files in", "files out" and "bytes in" differ per procedure (`OUTPUT_FIELDS`). An action that
+count as "files in", "files out" and "bytes in" differ per procedure (each action module's
+`output_fields`). An action that
 did nothing where something was planned is `no_effect`: neither a success nor a failure (no quarantine),
 and the recommendation does not repeat it until the table changes.
 """
@@ -14,23 +15,8 @@ from collections.abc import Mapping
 
 from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.outcomes.prediction import ActionFigures, PredictedActual
-
-# Per action: the procedure output columns for (files in, files out, bytes in); None where it has none.
-OUTPUT_FIELDS: dict[MaintenanceAction, tuple[str, str | None, str | None]] = {
-    MaintenanceAction.REWRITE_DATA_FILES: (
-        "rewritten_data_files_count",
-        "added_data_files_count",
-        "rewritten_bytes_count",
-    ),
-    MaintenanceAction.REWRITE_POSITION_DELETE_FILES: (
-        "rewritten_delete_files_count",
-        "added_delete_files_count",
-        "rewritten_bytes_count",
-    ),
-    MaintenanceAction.REWRITE_MANIFESTS: ("rewritten_manifests_count", "added_manifests_count", None),
-    MaintenanceAction.EXPIRE_SNAPSHOTS: ("deleted_manifest_lists_count", None, None),
-}
 
 
 def planned_figures(prediction: RewritePrediction) -> ActionFigures:
@@ -46,7 +32,7 @@ def _count(output: Mapping[str, object], name: str | None) -> int | None:
 
 def done_figures(action: MaintenanceAction, output: Mapping[str, object]) -> ActionFigures | None:
     """What the procedure's output row says it did; None for an action without counts."""
-    fields = OUTPUT_FIELDS.get(action)
+    fields = definition(action).output_fields
     if fields is None:
         return None
     files_in = _count(output, fields[0])

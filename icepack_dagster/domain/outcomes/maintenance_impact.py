@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 
@@ -38,7 +38,7 @@ def maintenance_impact(report: MaintenanceReport) -> MaintenanceImpact:
     expired = 0
     for result in report.results:
         impact = result.impact
-        if result.action is MaintenanceAction.EXPIRE_SNAPSHOTS and result.status == "succeeded":
+        if definition(result.action).expires_snapshots and result.status == "succeeded":
             if impact.snapshots_before is not None and impact.snapshots_after is not None:
                 expired += max(0, impact.snapshots_before - impact.snapshots_after)
     live_files = 0

@@ -1,18 +1,18 @@
 """The gates a recommendation passes before any gain is estimated: the table's own (unknown health,
 disabled, quarantined, no snapshot on any ref) and each action's (cadence, a last run without effect on
-the same table state, gc.enabled for destructive actions)."""
+the same table state, gc.enabled for destructive actions; an action swept for on its own cadence runs
+no more often than that)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.health.model import HealthState, TableHealth
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.layering import Policy
 from icepack_dagster.domain.table.status import TableStatus
-
-ORPHAN_CADENCE_HOURS = 7 * 24  # orphans are invisible in metadata: look for them at most weekly
 
 
 def utc(moment: datetime) -> datetime:
@@ -43,9 +43,7 @@ def table_gate(status: TableStatus, health: TableHealth, policy: Policy, history
 def cadence_gate(
     action: MaintenanceAction, policy: Policy, history: TableHistory, now: datetime
 ) -> str | None:
-    cadence = policy.cadence_hours
-    if action is MaintenanceAction.REMOVE_ORPHAN_FILES:
-        cadence = max(cadence, ORPHAN_CADENCE_HOURS)
+    cadence = max(policy.cadence_hours, definition(action).sweep_cadence_hours or 0.0)
     last = history.last_succeeded.get(action)
     if last is None:
         return None

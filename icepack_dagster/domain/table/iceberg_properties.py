@@ -12,13 +12,12 @@ parse makes the Iceberg operations that read it fail, so it is reported, never g
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field
 
-from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.frozen_model import FrozenModel
 
 Kind = Literal["boolean", "int", "long"]
@@ -61,11 +60,6 @@ ICEBERG_PROPERTIES: tuple[IcebergProperty, ...] = (
     IcebergProperty(MANIFEST_TARGET_SIZE_BYTES, "long", 8_388_608, "size rewrite_manifests aims for"),
 )
 _BY_NAME = {p.name: p for p in ICEBERG_PROPERTIES}
-
-# Properties an action's Iceberg code parses on every run: unreadable, the action fails in Iceberg.
-READ_BY_ACTION: dict[MaintenanceAction, tuple[str, ...]] = {
-    MaintenanceAction.EXPIRE_SNAPSHOTS: (MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP, MAX_REF_AGE_MS),
-}
 
 
 def java_boolean(text: str) -> bool:
@@ -130,9 +124,10 @@ def gc_enabled(properties: Mapping[str, str]) -> bool:
     return bool(iceberg_value(properties, GC_ENABLED).value)
 
 
-def unreadable_for(action: MaintenanceAction, properties: Mapping[str, str]) -> str | None:
-    """Why Iceberg would fail `action` on these properties (one it parses and cannot), else None."""
-    for name in READ_BY_ACTION.get(action, ()):
+def unreadable_for(action: str, read: Iterable[str], properties: Mapping[str, str]) -> str | None:
+    """Why Iceberg would fail `action`, which parses the properties `read` on every run, on a table with
+    these properties (one it cannot parse), else None."""
+    for name in read:
         value = iceberg_value(properties, name)
         if value.error is not None:
             return (

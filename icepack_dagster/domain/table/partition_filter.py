@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from icepack_dagster.domain.sql.procedures import quote_identifier, sql_string
+from icepack_dagster.domain.sql.literals import quote_identifier, sql_string
 from icepack_dagster.domain.table.partition_layout import PartitionField
 
 _EPOCH = date(1970, 1, 1)

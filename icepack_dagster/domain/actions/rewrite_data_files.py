@@ -1,5 +1,6 @@
-"""The `rewrite_data_files` decision from the table's partition layout: the options that make the
-planned rewrite happen, and the rewrite Iceberg is expected to do with them (`compaction_planner`).
+"""`rewrite_data_files`: compaction of small data files, and applying delete files to the data they
+delete from. Its options, its plan (from the table's partition layout, Iceberg's own grouping predicted
+by `compaction_planner`; without a layout, whole-table estimates) and how its output is counted.
 
 - Sizes are passed explicitly (target, and min/max file size equal to the thresholds status counted
   with), so Iceberg picks exactly the files the prediction counts.
@@ -9,12 +10,15 @@ planned rewrite happen, and the rewrite Iceberg is expected to do with them (`co
   does not conflict with the writers still appending to them.
 - When no group can shrink (one small file per partition), nothing is recommended, and the reason
   says so; health names the cause (FINE_PARTITIONING).
+- Partial progress always runs with no failed commit tolerated (Iceberg would report a failed file
+  group as success), so a failed file group fails the action.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from math import ceil
 
 from icepack_dagster.domain.actions.compaction_planner import (
     RewritePrediction,
@@ -25,10 +29,55 @@ from icepack_dagster.domain.actions.compaction_planner import (
     predict_rewrite,
     smallest_mergeable_group,
 )
+from icepack_dagster.domain.actions.definition import (
+    ActionDefinition,
+    ActionEstimate,
+    Gain,
+    PlanningContext,
+    ProcedureOption,
+)
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.option_values import REWRITE_OPTIONS, boolean, int_between, one_of, ratio
 from icepack_dagster.domain.health.judging import FINE_PARTITIONING, SMALL_FILES, format_bytes
-from icepack_dagster.domain.policy.layering import Policy
+from icepack_dagster.domain.policy.model import Policy
 from icepack_dagster.domain.table.partition_layout import PartitionLayout
 from icepack_dagster.domain.table.status import TableStatus
+
+PARTIAL_PROGRESS = "partial-progress.enabled"
+MAX_FAILED_COMMITS = "partial-progress.max-failed-commits"
+
+
+def _where(value: str) -> str:
+    """The planner's partition filter (leaving hot partitions out), one line."""
+    if not value.strip() or "\n" in value or len(value) > 20_000:
+        raise ValueError("must be one non-empty line of at most 20000 characters")
+    return value
+
+
+def _no_failed_commits(value: str) -> str:
+    if value != "0":
+        raise ValueError("expected 0: Iceberg reports up to this many failed commits as success")
+    return value
+
+
+def _no_failed_commit_tolerated(options: dict[str, str]) -> dict[str, str]:
+    if options.get(PARTIAL_PROGRESS) == "true":
+        options.setdefault(MAX_FAILED_COMMITS, "0")  # a failed file group then fails the action
+    return options
+
+
+_MAP_OPTIONS = REWRITE_OPTIONS | {
+    "delete-file-threshold": int_between(0, 1_000_000),
+    "delete-ratio-threshold": ratio,
+    "use-starting-sequence-number": boolean,
+    "remove-dangling-deletes": boolean,
+    MAX_FAILED_COMMITS: _no_failed_commits,
+}
+OPTIONS = {
+    "strategy": ProcedureOption(one_of("binpack", "sort"), "string"),
+    "where": ProcedureOption(_where, "string"),
+    **{name: ProcedureOption(check, "map") for name, check in _MAP_OPTIONS.items()},
+}
 
 MAX_LISTED = 5
 
@@ -65,7 +114,7 @@ def _nothing_to_merge(status: TableStatus, layout: PartitionLayout) -> str:
 
 
 def choose_compaction(
-    status: TableStatus, policy: Policy, target: int, issues: set[str], now: datetime
+    status: TableStatus, policy: Policy, target: int, issues: frozenset[str], now: datetime
 ) -> CompactionChoice | str:
     """The rewrite to run, with options and prediction, or why there is none."""
     layout = status.layout
@@ -125,3 +174,75 @@ def choose_compaction(
         reason += f"; {status.live_delete_files} delete files apply and are folded into the rewritten data"
     prediction = prediction.model_copy(update={"excluded_hot_partitions": tuple(hot_labels)})
     return CompactionChoice("; ".join([reason, *notes]), options, prediction)
+
+
+def plan(context: PlanningContext) -> ActionEstimate | str:
+    """From the partition layout when status has one, else from whole-table estimates."""
+    return _planned(context) if context.status.layout is not None else _estimated(context)
+
+
+def _planned(context: PlanningContext) -> ActionEstimate | str:
+    s = context.status
+    choice = choose_compaction(s, context.policy, context.target_file_size_bytes, context.issues, context.now)
+    if isinstance(choice, str):
+        return choice
+    applies_deletes = s.live_delete_files > 0
+    p = choice.prediction
+    deletes = s.live_delete_files if applies_deletes else 0
+    gain = Gain(
+        files_removed=max(0, p.files_in - p.files_out) + deletes,
+        bytes_reclaimed=s.live_delete_bytes if applies_deletes else 0,
+        bytes_to_rewrite=p.bytes_in,
+    )
+    return ActionEstimate(
+        choice.reason, choice.options, gain, p, applies_deletes=applies_deletes, rewrites_data_files=True
+    )
+
+
+def _estimated(context: PlanningContext) -> ActionEstimate | str:
+    """Without a partition layout (a status from before it was measured): whole-table estimates."""
+    s, min_files, target = context.status, context.policy.min_input_files, context.target_file_size_bytes
+    compact = SMALL_FILES in context.issues and s.small_file_count >= min_files
+    if not compact and not s.live_delete_files:
+        if SMALL_FILES in context.issues:
+            return f"{s.small_file_count} small data files, fewer than min_input_files {min_files}"
+        return (
+            f"{s.small_file_count} of {s.live_data_files} data files are small, under the SMALL_FILES "
+            "thresholds, and no delete files apply"
+        )
+    options = {"target-file-size-bytes": str(target), "min-input-files": str(min_files)}
+    reasons, removed, rewrite, reclaimed = [], 0, 0, 0
+    if compact:
+        merged = max(1, ceil(s.small_file_bytes / target))
+        removed, rewrite = max(0, s.small_file_count - merged), s.small_file_bytes
+        reasons.append(
+            f"{s.small_file_count} data files under {format_bytes(s.small_file_threshold_bytes)} "
+            f"({format_bytes(s.small_file_bytes)}) would merge into about {merged}"
+        )
+    if s.live_delete_files:
+        options.update({"delete-file-threshold": "1", "remove-dangling-deletes": "true"})
+        removed += s.live_delete_files
+        reclaimed = s.live_delete_bytes
+        affected = min(s.live_data_bytes, ceil(s.live_delete_files * s.average_data_file_bytes))
+        rewrite = max(rewrite, affected)  # assume each delete file touches about one data file
+        reasons.append(
+            f"{s.live_delete_files} delete files apply to the data; rewriting the affected data files "
+            "applies them so reads stop merging them"
+        )
+    gain = Gain(files_removed=removed, bytes_reclaimed=reclaimed, bytes_to_rewrite=rewrite)
+    return ActionEstimate(
+        "; ".join(reasons),
+        options,
+        gain,
+        applies_deletes=bool(s.live_delete_files),
+        rewrites_data_files=True,
+    )
+
+
+DEFINITION: ActionDefinition = ActionDefinition(
+    action=MaintenanceAction.REWRITE_DATA_FILES,
+    plan=plan,
+    options=OPTIONS,
+    completed_options=_no_failed_commit_tolerated,
+    output_fields=("rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count"),
+)

@@ -1,5 +1,6 @@
-"""The `rewrite_position_delete_files` decision: which position delete files Iceberg will rewrite, per
-partition (`position_delete_planner`), and the options that make it do exactly that.
+"""`rewrite_position_delete_files`: merging small position delete files. Its options (the rewrite options
+without partial progress, which would hide a failed commit), its plan (which position delete files
+Iceberg will rewrite, per partition, as `position_delete_planner` predicts) and how its output is counted.
 
 - Sizes are passed explicitly (the delete target, `write.delete.target-file-size-bytes` as Iceberg
   reads it, and Iceberg's default ratios of it), so Iceberg picks the files the prediction counts.
@@ -20,12 +21,21 @@ from __future__ import annotations
 from math import ceil
 
 from icepack_dagster.domain.actions.compaction_planner import RewriteSizes
+from icepack_dagster.domain.actions.definition import (
+    ActionDefinition,
+    ActionEstimate,
+    Gain,
+    PlanningContext,
+    ProcedureOption,
+    whole_table_estimate,
+)
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.option_values import REWRITE_OPTIONS
 from icepack_dagster.domain.actions.position_delete_planner import (
     delete_rewrite_sizes,
     predict_position_delete_rewrite,
 )
 from icepack_dagster.domain.health.judging import DELETE_FILE_BUILDUP, format_bytes
-from icepack_dagster.domain.recommendation.estimate import ActionEstimate, Gain, whole_table_estimate
 from icepack_dagster.domain.table.iceberg_properties import (
     DELETE_GRANULARITY,
     DELETE_TARGET_FILE_SIZE_BYTES,
@@ -34,15 +44,27 @@ from icepack_dagster.domain.table.iceberg_properties import (
 )
 from icepack_dagster.domain.table.status import TableStatus
 
+_HIDES_FAILED_COMMITS = (
+    "with partial progress Iceberg drops a file group whose commit fails and still reports success; "
+    "icepack reports outcomes honestly, so it rewrites position deletes in one commit"
+)
+OPTIONS = {
+    name: ProcedureOption(check, "map")
+    for name, check in REWRITE_OPTIONS.items()
+    if not name.startswith("partial-progress.")
+}
+REFUSED_OPTIONS = {
+    "partial-progress.enabled": _HIDES_FAILED_COMMITS,
+    "partial-progress.max-commits": _HIDES_FAILED_COMMITS,
+}
+
 MIN_INPUT_FILES = 2
 
 
-def plan_position_deletes(
-    status: TableStatus, issues: set[str], data_rewrite_applies_deletes: bool
-) -> ActionEstimate | str:
+def plan(context: PlanningContext) -> ActionEstimate | str:
     """The rewrite to run, or why there is none (a whole-table estimate for a status measured before
     position deletes were counted per partition)."""
-    s = status
+    s, issues = context.status, context.issues
     count = s.live_position_delete_files
     if count == 0:
         return "no position delete files"
@@ -52,7 +74,7 @@ def plan_position_deletes(
             "rewrite_data_files applies them"
         )
     position_bytes = s.live_delete_bytes * count // max(s.live_delete_files, 1)
-    if data_rewrite_applies_deletes:
+    if context.deletes_applied:
         return ActionEstimate(
             f"{count} position delete files become dangling once rewrite_data_files applies them; "
             "rewriting all of them drops any left",
@@ -110,3 +132,12 @@ def _planned(status: TableStatus, sizes: RewriteSizes) -> ActionEstimate | str |
         ),
         prediction,
     )
+
+
+DEFINITION: ActionDefinition = ActionDefinition(
+    action=MaintenanceAction.REWRITE_POSITION_DELETE_FILES,
+    plan=plan,
+    options=OPTIONS,
+    refused_options=REFUSED_OPTIONS,
+    output_fields=("rewritten_delete_files_count", "added_delete_files_count", "rewritten_bytes_count"),
+)

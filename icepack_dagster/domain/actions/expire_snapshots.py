@@ -1,31 +1,61 @@
-"""The destructive actions' plans: `expire_snapshots` (which snapshots Iceberg will expire with the
-rendered `older_than` and `retain_last`, branch by branch and tag by tag as `snapshot_graph` predicts)
-and `remove_orphan_files` (looked for on a weekly cadence, since orphans are invisible in metadata)."""
+"""`expire_snapshots`: dropping snapshots older than the policy's age beyond the newest it keeps, and
+the files only they reference. Its options, its plan (which snapshots Iceberg will expire with the
+rendered `older_than` and `retain_last`, branch by branch and tag by tag as `snapshot_graph` predicts),
+its guard (never keep less than the table's own `history.expire.*`, unless the table's owner chose to)
+and how its output is counted. It deletes files, so a table with gc.enabled false never gets it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
+from icepack_dagster.domain.actions.definition import (
+    ActionDefinition,
+    ActionEstimate,
+    Gain,
+    PlanningContext,
+    ProcedureOption,
+    whole_table_estimate,
+)
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.option_values import (
+    boolean,
+    int_between,
+    iso_seconds,
+    parse_timestamp,
+    timestamp,
+)
 from icepack_dagster.domain.health.judging import format_hours
-from icepack_dagster.domain.policy.layering import Policy
-from icepack_dagster.domain.recommendation.estimate import ActionEstimate, Gain, whole_table_estimate
-from icepack_dagster.domain.recommendation.gates import ORPHAN_CADENCE_HOURS
-from icepack_dagster.domain.table.iceberg_properties import MAX_REF_AGE_MS, iceberg_value
+from icepack_dagster.domain.policy.model import Policy
+from icepack_dagster.domain.table.iceberg_properties import (
+    MAX_REF_AGE_MS,
+    MAX_SNAPSHOT_AGE_MS,
+    MIN_SNAPSHOTS_TO_KEEP,
+    iceberg_value,
+    retention_floor,
+)
+from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.snapshot_graph import SnapshotGraph, expired_by_iceberg
 from icepack_dagster.domain.table.status import TableStatus
+from icepack_dagster.exceptions import InvalidProcedureOptionError, UnsafeMaintenanceError
 
 MAX_LISTED_REFS = 5
+OPTIONS = {
+    "older_than": ProcedureOption(timestamp, "timestamp"),
+    # up to any history.expire.min-snapshots-to-keep
+    "retain_last": ProcedureOption(int_between(1, 2**31 - 1)),
+    "max_concurrent_deletes": ProcedureOption(int_between(1, 1000)),
+    "stream_results": ProcedureOption(boolean),
+    "clean_expired_metadata": ProcedureOption(boolean),
+}
 
 
-def iso_seconds(moment: datetime) -> str:
-    """ISO 8601 in UTC, floored to the second: flooring only ever keeps more, never deletes more."""
-    return moment.replace(microsecond=0).isoformat(timespec="seconds")
-
-
-def plan_expiry(status: TableStatus, policy: Policy, now: datetime) -> ActionEstimate | str:
+def plan(context: PlanningContext) -> ActionEstimate | str:
     """The expiry to run, or why there is nothing to expire: predicted snapshot by snapshot from the
     snapshot graph, else (a status measured before the graph was) estimated from the snapshot ages."""
+    status, policy, now = context.status, context.policy, context.now
     if status.snapshot_graph is not None:
         return _planned_expiry(status, status.snapshot_graph, policy, now)
     return _estimated_expiry(status, policy, now)
@@ -109,10 +139,40 @@ def _estimated_expiry(status: TableStatus, policy: Policy, now: datetime) -> Act
     )
 
 
-def plan_orphan_sweep(policy: Policy, now: datetime) -> ActionEstimate:
-    hours = policy.orphan_older_than_hours
-    return ActionEstimate(
-        "files no snapshot references cannot be seen in metadata; they are looked for at most "
-        f"every {format_hours(ORPHAN_CADENCE_HOURS)}, keeping any younger than {format_hours(hours)}",
-        {"older_than": iso_seconds(now - timedelta(hours=hours))},
-    )
+def guard(
+    key: TableKey, options: Mapping[str, str], properties: Mapping[str, str], now: datetime
+) -> None:
+    """Refuse an expiry that keeps less than the table's own history.expire.* would, unless the table's
+    owner chose to through icepack.snapshot.* (a stale plan, made before the property changed)."""
+    keep, hours = retention_floor(properties)
+    retain = options.get("retain_last", "")  # malformed values are refused when the call is rendered
+    owner_count, owner_age = "icepack.snapshot.retain-last", "icepack.snapshot.max-age-hours"
+    if keep is not None and owner_count not in properties and retain.isdecimal() and int(retain) < keep:
+        raise UnsafeMaintenanceError(
+            f"table {key.text}: expire_snapshots refused: retain_last {retain} is fewer than the table's "
+            f"{MIN_SNAPSHOTS_TO_KEEP}={keep}, which Iceberg itself keeps; set {owner_count} to keep fewer"
+        )
+    older = options.get("older_than")
+    if hours is not None and owner_age not in properties and older is not None:
+        try:
+            older_than = parse_timestamp(older)
+        except ValueError as error:
+            raise InvalidProcedureOptionError(key.text, "older_than", older, str(error)) from None
+        if (now - older_than).total_seconds() / 3600 < hours:
+            raise UnsafeMaintenanceError(
+                f"table {key.text}: expire_snapshots refused: older_than {older_than.isoformat()} is younger "
+                f"than the table's {MAX_SNAPSHOT_AGE_MS} ({hours:g} h), which Iceberg itself keeps; set "
+                f"{owner_age} to keep less"
+            )
+
+
+DEFINITION: ActionDefinition = ActionDefinition(
+    action=MaintenanceAction.EXPIRE_SNAPSHOTS,
+    plan=plan,
+    options=OPTIONS,
+    destructive=True,
+    reads_properties=(MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP, MAX_REF_AGE_MS),
+    guard=guard,
+    output_fields=("deleted_manifest_lists_count", None, None),
+    expires_snapshots=True,
+)
