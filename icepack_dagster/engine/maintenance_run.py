@@ -1,5 +1,7 @@
 """One maintenance of one table, as the engine runs it: take the table's lease, plan on a fresh status,
-guard orphan removal, run the actions on Spark, record the outcome.
+check the listing an action deleting unreferenced files relies on, run the actions on Spark, record the
+outcome. What it needs from the engine is `MaintenanceServices`, a narrow interface the `Engine`
+provides; this module never imports the engine.
 
 A problem of the table ends in its report, never in an exception, so a loop over many tables
 (`icepack maintain --all`, the Dagster sensor) goes on with the others. Spark starts only when an
@@ -9,9 +11,9 @@ action actually runs (not for dry runs).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from icepack_dagster.domain.actions.maintenance_action import (
     ACTION_ORDER,
@@ -34,15 +36,39 @@ from icepack_dagster.exceptions import (
     TableLeaseHeldError,
     TableNotFoundError,
 )
-from icepack_dagster.iceberg.catalogs import load_table
 from icepack_dagster.iceberg.unreferenced_files import orphan_removal_refusals
 
 if TYPE_CHECKING:
-    from icepack_dagster.engine.table_engine import Engine
+    from pyiceberg.table import Table
+
+    from icepack_dagster.spark.table_sessions import TableSessions
 
 Progress = Callable[[str], None]
 TABLE_GONE = "table no longer exists"
 _MAX_ERROR = 1000  # an error quoting a hostile 100 KB property value stays readable in history and UI
+
+
+class MaintenanceServices(Protocol):
+    """What one maintenance needs from the engine that runs it, and nothing more."""
+
+    @property
+    def table_sessions(self) -> TableSessions:
+        """The Spark sessions tables are maintained in."""
+
+    def hold_lease(self, key: TableKey) -> AbstractContextManager[object]:
+        """The table's lease; raises `TableLeaseHeldError` while another maintenance holds it."""
+
+    def status(self, key: TableKey, now: datetime | None = None) -> TableStatus:
+        """The table's status, read now."""
+
+    def recommend(self, key: TableKey, status: TableStatus, *, now: datetime, force: bool) -> Recommendation:
+        """What to run on the table, planned on `status`."""
+
+    def open_table(self, key: TableKey) -> Table:
+        """The table as PyIceberg loads it from its catalog."""
+
+    def record(self, report: MaintenanceReport) -> None:
+        """Keep the report in the table's maintenance history."""
 
 
 def _bounded(message: str) -> str:
@@ -52,7 +78,7 @@ def _bounded(message: str) -> str:
 
 
 def run_maintenance(
-    engine: Engine,
+    services: MaintenanceServices,
     key: TableKey,
     recommendation: Recommendation | None,
     dry_run: bool,
@@ -64,14 +90,14 @@ def run_maintenance(
     nothing runs and the outcome is `deferred`."""
     started = utc_now()
     try:
-        with nullcontext() if dry_run else engine.leases.hold(key.text, engine.lease_holder):
-            return _plan_and_run(engine, key, started, recommendation, dry_run, only, on_progress, force)
+        with nullcontext() if dry_run else services.hold_lease(key):
+            return _plan_and_run(services, key, started, recommendation, dry_run, only, on_progress, force)
     except TableLeaseHeldError as error:  # another maintenance is at it: try again later
         return _unrun(key, started, recommendation, only, "deferred", _bounded(str(error)))
 
 
 def _plan_and_run(
-    engine: Engine,
+    services: MaintenanceServices,
     key: TableKey,
     started: datetime,
     recommendation: Recommendation | None,
@@ -83,9 +109,9 @@ def _plan_and_run(
     """The maintenance once the table is ours: plan on fresh status, run, record."""
     known = recommendation
     try:
-        status = engine.status(key, started)
-        known = recommendation or engine.recommend(key, status, now=started, force=force)
-        return _run(engine, key, started, status, known, dry_run, only, on_progress)
+        status = services.status(key, started)
+        known = recommendation or services.recommend(key, status, now=started, force=force)
+        return _run(services, key, started, status, known, dry_run, only, on_progress)
     except TableNotFoundError as error:
         reason = f"{TABLE_GONE}: {error}; nothing was run"
         report = _unrun(key, started, known, only, "skipped", reason)
@@ -96,12 +122,12 @@ def _plan_and_run(
     except (InvalidPolicyError, MetadataReadError, MaintenanceError) as error:
         report = _unrun(key, started, known, only, "failed", _bounded(str(error)))
         if not dry_run:
-            engine.history_store.record(report)
+            services.record(report)
         return report
 
 
 def _run(
-    engine: Engine,
+    services: MaintenanceServices,
     key: TableKey,
     started: datetime,
     status: TableStatus,
@@ -118,16 +144,16 @@ def _run(
         for s in recommendation.skipped
         if only is None or s.action in only
     ]
-    chosen, refused = _checked_listing(engine, key, chosen, status.location)
+    chosen, refused = _checked_listing(services, key, chosen, status.location)
     results: list[ActionResult] = [*refused]
     if chosen:
-        runner = MaintenanceRunner(None, key.catalog, sessions=None if dry_run else engine.table_sessions)
+        runner = MaintenanceRunner(None, key.catalog, sessions=None if dry_run else services.table_sessions)
         results += runner.run(
             key,
             chosen,
             status.properties,
             dry_run=dry_run,
-            status_before=lambda: engine.status(key),
+            status_before=lambda: services.status(key),
             on_progress=on_progress,
             status_planned_on=status,
         )
@@ -140,12 +166,12 @@ def _run(
         results=tuple(ordered),
     )
     if not dry_run and (chosen or refused):
-        engine.history_store.record(report)
+        services.record(report)
     return report
 
 
 def _checked_listing(
-    engine: Engine, key: TableKey, chosen: list[RecommendedAction], location: str
+    services: MaintenanceServices, key: TableKey, chosen: list[RecommendedAction], location: str
 ) -> tuple[list[RecommendedAction], list[ActionResult]]:
     """An action that deletes unreferenced files (orphan removal) runs only where the listing of the
     table's location can be trusted (`domain/table/unreferenced_files.py`): otherwise it fails here,
@@ -155,7 +181,7 @@ def _checked_listing(
         return chosen, []
     unreadable: MetadataReadError | None = None
     try:
-        refusals = orphan_removal_refusals(load_table(engine.catalogs.get(key.catalog), key), key)
+        refusals = orphan_removal_refusals(services.open_table(key), key)
     except MetadataReadError as error:  # the check cannot run: the action cannot either
         refusals, unreadable = [], error
     kept: list[RecommendedAction] = []

@@ -1,12 +1,14 @@
 """The engine: one object that composes catalogs, status, health, policy, recommendation, maintenance
 and history for any table. The CLI drives it directly; the Dagster layer wraps it thinly.
 
-No Dagster import here. Spark starts only when a maintenance actually runs (`maintenance_run.py`).
+No Dagster import here. Spark starts only when a maintenance actually runs (`maintenance_run.py`,
+which gets what it needs from the engine through `MaintenanceServices` and never imports it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -44,6 +46,7 @@ from icepack_dagster.store.manifest_store import ManifestSummaryStore
 from icepack_dagster.store.table_lease import TableLeases, default_holder
 
 if TYPE_CHECKING:
+    from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
     from icepack_dagster.spark.table_sessions import TableSessions
@@ -208,12 +211,15 @@ class Engine:
     def table_exists(self, key: TableKey) -> bool:
         return self.catalogs.get(key.catalog).table_exists(key.identifier)
 
+    def open_table(self, key: TableKey) -> Table:
+        return load_table(self.catalogs.get(key.catalog), key)
+
     def window_refusal(self, key: TableKey, now: datetime | None = None) -> str | None:
         """Why maintenance may not start now (outside every maintenance window of the table's policy),
         or None. Reads only the table's properties; a table that is gone, unreadable, behind an
         unreachable catalog or with an invalid policy is `maintain`'s to report (it defers or fails)."""
         try:
-            properties = dict(load_table(self.catalogs.get(key.catalog), key).properties)
+            properties = dict(self.open_table(key).properties)
             policy = self.policy(key, properties).policy
         except IcepackError:
             return None
@@ -230,11 +236,17 @@ class Engine:
         """Files under the table's location that no metadata references, split by the table's orphan
         age: what interrupted writes or maintenance left, until orphan removal may collect it."""
         now = now or utc_now()
-        table = load_table(self.catalogs.get(key.catalog), key)
+        table = self.open_table(key)
         hours = self.policy(key, dict(table.properties)).policy.orphan_older_than_hours
         return find_unreferenced_files(table, key, hours, now)
 
     # --- fixing ---------------------------------------------------------------------------------
+    def hold_lease(self, key: TableKey) -> AbstractContextManager[object]:
+        return self.leases.hold(key.text, self.lease_holder)
+
+    def record(self, report: MaintenanceReport) -> None:
+        self.history_store.record(report)
+
     def maintain(
         self,
         key: TableKey,
@@ -255,3 +267,4 @@ class Engine:
         that stays unreachable after retries defers them (outcome `deferred`), unrecorded, since it is
         no fault of the table."""
         return run_maintenance(self, key, recommendation, dry_run, only, on_progress, force)
+
