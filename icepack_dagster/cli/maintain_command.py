@@ -87,7 +87,11 @@ def _maintain_each(
     for index, key in enumerate(keys, start=1):
         name = engine.display_name(key)
         progress(f"[{index}/{len(keys)}] {name}: {'planning' if dry_run else 'maintaining'}")
-        yield key, engine.maintain(key, dry_run=dry_run, only=only, on_progress=_prefixed_progress(name))
+        # the CLI reports the maintenance alone: the table is not measured again after it
+        judged = engine.maintain_and_judge(
+            key, dry_run=dry_run, only=only, on_progress=_prefixed_progress(name), remeasure=False
+        )
+        yield key, judged.report
 
 
 def _prefixed_progress(name: str) -> Callable[[str], None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -23,6 +24,8 @@ from icepack_dagster.domain.actions.maintenance_action import (
 )
 from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.clock import utc_now
+from icepack_dagster.domain.health.model import TableHealth
+from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction
 from icepack_dagster.domain.table.key import TableKey
@@ -69,6 +72,25 @@ class MaintenanceServices(Protocol):
 
     def record(self, report: MaintenanceReport) -> None:
         """Keep the report in the table's maintenance history."""
+
+
+@dataclass(frozen=True)
+class JudgedMaintenance:
+    """One maintenance and the table after it (`Engine.maintain_and_judge`): the report; the status and
+    health measured right after it, when it was re-measured; the table's history. `unrun` is the outcome
+    and the reason when nothing ran through no fault of the table (outside its windows, deferred, gone);
+    nothing is measured then."""
+
+    report: MaintenanceReport
+    history: TableHistory
+    status_after: TableStatus | None = None
+    health_after: TableHealth | None = None
+    unrun: tuple[str, str] | None = None
+    outside_window: bool = False
+
+    @property
+    def outcome(self) -> str:
+        return self.unrun[0] if self.unrun is not None else self.report.outcome
 
 
 def _bounded(message: str) -> str:

@@ -34,8 +34,8 @@ from icepack_dagster.domain.recommendation.recommender import recommend
 from icepack_dagster.domain.table.key import TableKey, resolve_table_argument
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.domain.table.unreferenced_files import UnreferencedFiles
-from icepack_dagster.engine.maintenance_run import Progress, run_maintenance
-from icepack_dagster.exceptions import IcepackError
+from icepack_dagster.engine.maintenance_run import TABLE_GONE, JudgedMaintenance, Progress, run_maintenance
+from icepack_dagster.exceptions import IcepackError, TableNotFoundError
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables, matches
 from icepack_dagster.iceberg.manifest_cache import ManifestCache
@@ -268,3 +268,39 @@ class Engine:
         no fault of the table."""
         return run_maintenance(self, key, recommendation, dry_run, only, on_progress, force)
 
+    def maintain_and_judge(
+        self,
+        key: TableKey,
+        recommendation: Recommendation | None = None,
+        *,
+        dry_run: bool = False,
+        only: Sequence[MaintenanceAction] | None = None,
+        on_progress: Progress | None = None,
+        force: bool = False,
+        respect_window: bool = False,
+        remeasure: bool = True,
+    ) -> JudgedMaintenance:
+        """Maintain, then re-measure and judge: the one operation behind `icepack maintain`, the
+        `maintained_table` asset and the batch op. `respect_window` (for a launch that did not check it):
+        outside the table's windows nothing runs, unless `force`. A deferred (or, without `remeasure`,
+        gone) table is not measured. With `remeasure` the table's status and health are read right after
+        (a table gone by then is `table_gone`) and its history judged by the policy its properties give
+        now; without (the CLI reports the maintenance alone, a batch measures all its tables at once) the
+        history is judged by the default quarantine threshold."""
+        if respect_window and not force and (refusal := self.window_refusal(key)) is not None:
+            report = MaintenanceReport(table=key.text, started_at=utc_now(), finished_at=utc_now())
+            unrun = ("nothing_to_do", refusal)
+            return JudgedMaintenance(report, self.history(key), unrun=unrun, outside_window=True)
+        report = self.maintain(key, recommendation, dry_run, only, on_progress, force)
+        if report.outcome == "deferred" or (report.outcome == "table_gone" and not remeasure):
+            reason = next((r.reason for r in report.results if r.reason), report.outcome)
+            return JudgedMaintenance(report, self.history(key), unrun=(report.outcome, reason))
+        if not remeasure:
+            return JudgedMaintenance(report, self.history(key))
+        try:
+            status = self.status(key)
+        except TableNotFoundError as error:
+            gone = ("table_gone", f"{TABLE_GONE}: {error}")
+            return JudgedMaintenance(report, self.history(key), unrun=gone)
+        history = self.history(key, self.policy(key, status.properties).policy)
+        return JudgedMaintenance(report, history, status, self.health(status))

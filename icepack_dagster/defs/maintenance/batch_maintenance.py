@@ -39,7 +39,7 @@ from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation
-from icepack_dagster.engine import Engine
+from icepack_dagster.engine import Engine, JudgedMaintenance
 from icepack_dagster.exceptions import IcepackError
 
 _CHANGED = ("succeeded", "no_effect", "failed")  # outcomes after which the table is measured again
@@ -86,15 +86,18 @@ def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str)
     key = table_key(partition)
     started = utc_now()
     recommendation = _recommendation(context, engine, partition)
-    try:
-        report = engine.maintain(key, recommendation=recommendation, on_progress=context.log.info)
+    try:  # the batch re-measures all its tables at once, after the last (`maintain_batch`)
+        judged = engine.maintain_and_judge(
+            key, recommendation=recommendation, on_progress=context.log.info, remeasure=False
+        )
     except IcepackError as error:  # anything the engine did not record itself is recorded here
         report = MaintenanceReport(
             table=key.text, started_at=started, finished_at=utc_now(), interrupted=str(error)
         )
-        engine.history_store.record(report)
-    metadata = maintenance_metadata(report, engine.history(key))
-    outcome = report.outcome
+        engine.record(report)
+        judged = JudgedMaintenance(report, engine.history(key))
+    report, outcome = judged.report, judged.outcome
+    metadata = maintenance_metadata(report, judged.history)
     if outcome == "failed":
         context.log.warning(f"{partition}: maintenance failed: {report.first_error}")
         metadata["error"] = dg.MetadataValue.text(report.first_error or "failed")
@@ -102,8 +105,8 @@ def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str)
                                               metadata=metadata))
         return outcome, f"maintenance failed: {report.first_error or 'failed'}"
     reason = None
-    if outcome in ("deferred", "table_gone"):
-        reason = next((r.reason for r in report.results if r.reason), outcome)
+    if judged.unrun is not None:  # deferred, or gone
+        reason = judged.unrun[1]
         context.log.warning(f"{partition}: {reason}")
         metadata[outcome] = dg.MetadataValue.text(reason)
     metadata[OUTCOME] = dg.MetadataValue.text(outcome)

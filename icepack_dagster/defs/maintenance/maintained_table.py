@@ -18,12 +18,9 @@ from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommend
 from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.defs.run_tags import MAINTENANCE_POOL, OUTCOME_TAG
-from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation
-from icepack_dagster.engine import TABLE_GONE
-from icepack_dagster.exceptions import TableNotFoundError
 
 _MAX_TAG = 250  # run tags are for the runs list; the whole reason is in the metadata
 
@@ -74,29 +71,21 @@ def maintained_table(
     refuse_concurrent_maintenance(context, context.partition_key)
     refuse_beyond_the_cap(context, context.partition_key, icepack.settings.platform.max_maintenance_in_flight)
     engine = icepack.maintenance_engine(spark)
-    window = None if config.force else engine.window_refusal(key)
-    if window is not None:
-        report = MaintenanceReport(table=key.text, started_at=utc_now(), finished_at=utc_now())
-        return _nothing_ran(context, report, engine.history(key), "nothing_to_do", f"{window}; force: true "
-                            "runs it anyway")
-    recommendation = None if config.force else _this_runs_recommendation(context)
-    report = engine.maintain(
+    judged = engine.maintain_and_judge(
         key,
-        recommendation=recommendation,
+        recommendation=None if config.force else _this_runs_recommendation(context),
         dry_run=config.dry_run,
         only=config.only,
         on_progress=context.log.info,
         force=config.force,
+        respect_window=True,
     )
-    if report.outcome == "deferred":  # the catalog kept failing, or another maintenance holds the table
-        held = next((r.reason for r in report.results if r.reason), "deferred")
-        return _nothing_ran(context, report, engine.history(key), "deferred", held)
-    try:
-        status_after = engine.status(key)
-    except TableNotFoundError as error:
-        return _nothing_ran(context, report, engine.history(key), "table_gone", f"{TABLE_GONE}: {error}")
-    health_after = engine.health(status_after)
-    history = engine.history(key, engine.policy(key, status_after.properties).policy)
+    report, history, health_after = judged.report, judged.history, judged.health_after
+    if judged.unrun is not None:  # outside its window, deferred or gone
+        outcome, why = judged.unrun
+        why += "; force: true runs it anyway" if judged.outside_window else ""
+        return _nothing_ran(context, report, history, outcome, why)
+    assert health_after is not None  # re-measured whenever it was not unrun
     reason = why_nothing_changed(report, config)
     _tag_outcome(context, report.outcome, reason)
     metadata = _headed(report.outcome, reason) | maintenance_metadata(report, history)
