@@ -127,13 +127,14 @@ def as_given(options: dict[str, str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class ActionDefinition:
-    """Everything one maintenance action is; each field is read by exactly one concern of the package.
+    """Everything one maintenance action is, and which part of the package reads each field.
 
     - `options`, `refused_options`, `completed_options`: what `procedure_options.validate_options`
       accepts, refuses by name (with why) and adds to what it accepted; `sql/procedures.py` renders them.
     - `plan`: the recommendation's per-action step (`recommendation/recommender.py`).
     - `destructive` (deletes files: refused when gc.enabled is false), `reads_properties` (table
-      properties Iceberg parses on every run of it) and `guard`: the gates before it runs.
+      properties Iceberg parses on every run of it) and `guard`: the gates before it runs (the
+      recommender; `guard_action` in `sql/procedures.py`, which also runs its own `guard`).
     - `output_fields`, `read_outcome`: how the procedure's output is read (`spark/runner.py`) and
       compared with the prediction (`outcomes/action_outcome.py`).
     - `sweep_cadence_hours`: run at most this often, and looked for even on healthy tables, because
