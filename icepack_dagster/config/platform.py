@@ -1,7 +1,7 @@
 """The `platform` section of the settings: Dagster-specific knobs (schedule cron, batch sizes, sensor
 intervals, maintenance caps, the fleet metrics file, the alert webhook). Only the Dagster layer uses
 them. `settings.py` reads them with the rest: `ICEPACK_PLATFORM_<FIELD>` in the environment,
-`platform:` in the YAML file (docs/DAGSTER.md)."""
+`platform:` in the YAML file (docs/CONFIGURATION.md)."""
 
 from __future__ import annotations
 

@@ -78,7 +78,8 @@ class IcepackSettings(BaseSettings):
         "decodes only manifests no earlier process read",
     )
     platform: PlatformSettings = Field(
-        default_factory=PlatformSettings, description="Dagster schedule, sensors and caps (docs/DAGSTER.md)"
+        default_factory=PlatformSettings,
+        description="Dagster schedule, sensors and caps (docs/CONFIGURATION.md)",
     )
 
     @field_validator("home")
@@ -141,8 +142,8 @@ class IcepackSettings(BaseSettings):
 
 
 class _PlatformEnvSource(EnvSettingsSource):
-    """The platform section under its own prefix, `ICEPACK_PLATFORM_<FIELD>` (the names docs/DAGSTER.md
-    and the Helm values use), besides the nested `ICEPACK_PLATFORM__<FIELD>`."""
+    """The platform section under its own prefix, `ICEPACK_PLATFORM_<FIELD>` (the names
+    docs/CONFIGURATION.md and the Helm values use), besides the nested `ICEPACK_PLATFORM__<FIELD>`."""
 
     def __init__(self) -> None:
         super().__init__(PlatformSettings, env_prefix=PLATFORM_ENV_PREFIX)  # type: ignore[arg-type]

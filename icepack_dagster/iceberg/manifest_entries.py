@@ -9,7 +9,7 @@ long strings are) is learnt from one entry decoded exactly in Python, then compi
 matches exactly the Avro encoding of entries of that shape and captures the six values. Strings and
 bytes inside arrays (column bounds) match by their one- or two-byte length prefix, so entries whose
 bounds differ in length (up to 1023 bytes) share a pattern. An entry that fits no known shape is decoded
-exactly and teaches a new one; a pattern never guesses (docs/PERFORMANCE.md).
+exactly and teaches a new one; a pattern never guesses (bench/HISTORY.md).
 """
 
 from __future__ import annotations

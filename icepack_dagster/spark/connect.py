@@ -123,7 +123,7 @@ def command_rows(result: ConnectDataFrame) -> list[dict[str, Any]]:
     Spark 3.5's Connect server runs a command when `sql()` sends it and answers with the command's rows
     inline, as Arrow data in a local relation; `collect()` would send that relation back to the server
     to be executed once more: one more round trip per action (about 40 ms on a warm server,
-    docs/PERFORMANCE.md). The inline rows are read here; a result of any other shape (a query, a
+    bench/HISTORY.md). The inline rows are read here; a result of any other shape (a query, a
     client whose answer looks different) is collected."""
     plan = result._plan  # pyspark 3.5's Connect DataFrame keeps the plan `sql()` returned here
     if isinstance(plan, CachedRelation):

@@ -5,7 +5,7 @@ measured with it.
 This multi-asset is what a click on either asset in the UI runs (every selected table is written).
 Scheduled syncs, first syncs of new tables and post-maintenance refreshes run the `health_sync` job,
 which does the same work through `table_sync.sync_tables` without planning a materialization per
-partition (see docs/PERFORMANCE.md).
+partition (see bench/HISTORY.md).
 """
 
 import dagster as dg
