@@ -35,6 +35,7 @@ from icepack_dagster.iceberg.catalog_errors import (
     is_transient,
     with_retries,
 )
+from icepack_dagster.iceberg.glue_catalog_listing import glue_metadata_locations
 from icepack_dagster.iceberg.sql_catalog_listing import listing_engine, metadata_locations
 
 if TYPE_CHECKING:
@@ -103,10 +104,20 @@ class CatalogSet:
         self, name: str, identifiers: list[tuple[str, ...]]
     ) -> dict[tuple[str, ...], str] | None:
         """The current metadata file of each of `identifiers` (a table missing from the result does not
-        exist) for a SQL catalog, without opening it through PyIceberg; None for catalogs that keep no
-        such list (REST, Glue), whose tables must be loaded one by one to learn it."""
+        exist), listed without loading any table: a SQL catalog's own table, read without PyIceberg, or
+        a Glue catalog's paginated table listing through PyIceberg's Glue client. None for REST
+        catalogs, which list no metadata files: their tables are loaded one by one to learn it."""
         engine = self._listing_engine(name)
-        return metadata_locations(engine, name, identifiers) if engine is not None else None
+        if engine is not None:
+            return metadata_locations(engine, name, identifiers)
+        if catalog_settings(name, self.settings).kind != "glue":
+            return None
+        from pyiceberg.catalog.glue import GlueCatalog
+
+        catalog = self.get(name)
+        if not isinstance(catalog, GlueCatalog):  # a Glue entry always opens one; say so if not
+            raise InternalError(f"catalog {name!r} is configured as Glue but opened {type(catalog).__name__}")
+        return glue_metadata_locations(catalog.glue, name, identifiers)
 
     def _listing_engine_uncached(self, name: str) -> SqlEngine | None:
         catalog = catalog_settings(name, self.settings)
