@@ -1,7 +1,7 @@
 """PyIceberg catalogs built from settings, with errors translated into what to do next.
 
 PyIceberg is imported when a catalog is first opened, not with this module: a steady health sync of SQL
-catalogs learns every table's metadata file from the catalog's own table (`sql_catalog_listing.py`),
+catalogs learns every table's metadata file from the catalog's own table (`catalog_listings/sql_listing.py`),
 reads no table, and so never needs PyIceberg, whose import is a tenth of such a run's CPU.
 """
 
@@ -35,8 +35,8 @@ from icepack_dagster.iceberg.catalog_errors import (
     is_transient,
     with_retries,
 )
-from icepack_dagster.iceberg.glue_catalog_listing import glue_metadata_locations
-from icepack_dagster.iceberg.sql_catalog_listing import listing_engine, metadata_locations
+from icepack_dagster.iceberg.catalog_listings.glue_listing import glue_metadata_locations
+from icepack_dagster.iceberg.catalog_listings.sql_listing import listing_engine, metadata_locations
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

@@ -3,8 +3,8 @@
 An Iceberg table's facts are fixed by its metadata file; only the snapshot ages move with the clock. So
 a tracker that knows a table's last status and the metadata file it came from need not read the table
 again while that file is current. A listing gives every table's current metadata location (SQL
-catalogs: one query, `sql_catalog_listing.py`; Glue: one paginated listing per database,
-`glue_catalog_listing.py`); REST catalogs load each table (one request) to learn it. A changed
+catalogs: one query, `catalog_listings/sql_listing.py`; Glue: one paginated listing per database,
+`catalog_listings/glue_listing.py`); REST catalogs load each table (one request) to learn it. A changed
 table is read again, decoding only manifests the tracker's `ManifestCache` has not seen. The catalog is
 opened through PyIceberg only when some table must be loaded, so a refresh of unchanged tables of a SQL
 catalog never imports PyIceberg.
