@@ -7,7 +7,6 @@ raised and never silently dropped; everything else is still listed.
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.discovery import DiscoveryResult, NamespaceFailure, discover_tables
+from tests.network import free_port
 
 SCHEMA = pa.schema([("x", pa.int64())])
 TABLES = [("top",), ("inner", "mid"), ("inner", "deep", "low"), ("inner", "deep", "low_tmp")]
@@ -74,12 +74,6 @@ def test_include_and_exclude_patterns(
     assert list(result.tables) == sorted(result.tables, key=lambda k: (k.catalog, k.namespace, k.name))
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _solo_settings(settings: IcepackSettings, home: Path, **extra: object) -> IcepackSettings:
     """A private embedded catalog `solo` (plus `extra` catalogs); `settings` has cleared ICEPACK_* vars."""
     return load_settings(home=home, catalogs={"solo": {"kind": "embedded"}, **extra})
@@ -89,7 +83,7 @@ def test_unreachable_catalog_is_reported_and_the_others_still_listed(
     settings: IcepackSettings, tmp_path: Path
 ) -> None:
     bad = {
-        "kind": "postgres", "host": "127.0.0.1", "port": _closed_port(), "database": "nowhere",
+        "kind": "postgres", "host": "127.0.0.1", "port": free_port(), "database": "nowhere",
         "user": "nobody", "warehouse": str(tmp_path / "bad_warehouse"),
     }
     catalogs = CatalogSet(_solo_settings(settings, tmp_path, bad=bad))

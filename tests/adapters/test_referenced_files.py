@@ -18,7 +18,8 @@ from icepack_dagster.exceptions import MetadataReadError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.manifest_reader import read_manifest_list
 from icepack_dagster.iceberg.unreferenced_files import orphan_removal_refusals, referenced_locations
-from tests.safety.safety_testkit import local, referenced_files
+from tests.safety.safety_testkit import referenced_files
+from tests.tables_testkit import local
 
 pytestmark = pytest.mark.spark
 

@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -32,15 +31,18 @@ from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.spark.progress import reported_progress
 from icepack_dagster.spark.runner import MaintenanceRunner
 from tests.factories import make_action
-from tests.tables_testkit import table_fingerprint
+from tests.tables_testkit import local, make_table, table_fingerprint, table_key
 
 pytestmark = pytest.mark.spark
 
 A = MaintenanceAction
-MOR = (
-    "'format-version'='2', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
-    "'write.merge.mode'='merge-on-read', 'write.delete.granularity'='partition'"
-)
+MOR = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+    "write.delete.granularity": "partition",
+}
 FIVE_DAYS_AGO = time.time() - 5 * 24 * 3600
 YESTERDAY_BUT_ONE_HOUR = (datetime.now(UTC) - timedelta(hours=23)).isoformat()
 PROGRESS = re.compile(
@@ -49,19 +51,6 @@ PROGRESS = re.compile(
     r"tasks (?P<tasks_done>\d+)/(?P<tasks>\d+)"
 )
 
-
-
-def make_table(
-    spark: SparkSession, namespace: str, name: str, commits: int, properties: str = ""
-) -> TableKey:
-    """A tiny table with one data file of 10 rows and one snapshot per commit."""
-    key = TableKey(catalog="lake", namespace=(namespace,), name=name)
-    qualified = qualified_table("lake", key)
-    props = f" TBLPROPERTIES ({properties})" if properties else ""
-    spark.sql(f"CREATE TABLE {qualified} (id bigint, payload string) USING iceberg{props}")
-    for start in range(0, 10 * commits, 10):
-        spark.sql(f"INSERT INTO {qualified} SELECT id, string(id) FROM range({start}, {start + 10}, 1, 1)")
-    return key
 
 
 def status_reader(catalogs: CatalogSet, key: TableKey) -> Callable[[], TableStatus]:
@@ -78,12 +67,8 @@ def live_files(spark: SparkSession, key: TableKey, content: int = 0) -> list[str
     return [r[0] for r in rows.collect()]
 
 
-def local(path: str) -> Path:
-    return Path(path.removeprefix("file:"))
-
-
 def test_rewrite_data_files_compacts_in_a_session_of_its_own(spark, catalogs: CatalogSet, namespace) -> None:
-    key = make_table(spark, namespace, "small_files", commits=6)
+    key = make_table(catalogs, table_key(namespace, "small_files"), commits=6)
     qualified = qualified_table("lake", key)
     before = table_fingerprint(spark, qualified)
     shuffle_partitions = spark.conf.get("spark.sql.shuffle.partitions")
@@ -108,7 +93,7 @@ def test_rewrite_data_files_compacts_in_a_session_of_its_own(spark, catalogs: Ca
 def test_the_status_planned_on_stands_for_the_first_read(spark, catalogs: CatalogSet, namespace) -> None:
     """The caller's status (read under the lease, the one the actions were planned on) is the first
     action's "before"; the runner reads the table once after each action, not again before the first."""
-    key = make_table(spark, namespace, "planned_on", commits=5)
+    key = make_table(catalogs, table_key(namespace, "planned_on"), commits=5)
     before = table_fingerprint(spark, qualified_table("lake", key))
     read = status_reader(catalogs, key)
     planned_on = read()
@@ -137,7 +122,7 @@ def test_spark_progress_is_reported_while_an_action_runs(spark, catalogs: Catalo
     """The watching thread says the action runs, then reports Spark's jobs, stages and tasks while the
     procedure runs; the line telling the result ends with Spark's progress at the end, every task done;
     every progress line names the application."""
-    key = make_table(spark, namespace, "watched", commits=10)
+    key = make_table(catalogs, table_key(namespace, "watched"), commits=10)
     qualified = qualified_table("lake", key)
     before = table_fingerprint(spark, qualified)
     lines: list[tuple[str, str]] = []
@@ -190,7 +175,7 @@ def test_an_action_ended_before_the_first_poll_is_told_in_its_result_line_only(s
 
 
 def test_rewrite_position_delete_files_merges_delete_files(spark, catalogs: CatalogSet, namespace) -> None:
-    key = make_table(spark, namespace, "with_deletes", commits=2, properties=MOR)
+    key = make_table(catalogs, table_key(namespace, "with_deletes"), commits=2, properties=MOR)
     qualified = qualified_table("lake", key)
     for doomed in (0, 1, 10):
         spark.sql(f"DELETE FROM {qualified} WHERE id = {doomed}")
@@ -209,7 +194,7 @@ def test_rewrite_position_delete_files_merges_delete_files(spark, catalogs: Cata
 
 
 def test_rewrite_manifests_merges_manifests(spark, catalogs: CatalogSet, namespace: str) -> None:
-    key = make_table(spark, namespace, "many_manifests", commits=5)
+    key = make_table(catalogs, table_key(namespace, "many_manifests"), commits=5)
     qualified = qualified_table("lake", key)
     before = table_fingerprint(spark, qualified)
 
@@ -223,8 +208,10 @@ def test_rewrite_manifests_merges_manifests(spark, catalogs: CatalogSet, namespa
     assert table_fingerprint(spark, qualified) == before
 
 
-def test_expire_snapshots_keeps_retain_last_and_every_ref_head(spark, namespace: str) -> None:
-    key = make_table(spark, namespace, "backlog", commits=6)
+def test_expire_snapshots_keeps_retain_last_and_every_ref_head(
+    spark, catalogs: CatalogSet, namespace: str
+) -> None:
+    key = make_table(catalogs, table_key(namespace, "backlog"), commits=6)
     qualified = qualified_table("lake", key)
     rows = spark.sql(f"SELECT snapshot_id FROM {qualified}.history ORDER BY made_current_at").collect()
     history = [r[0] for r in rows]
@@ -247,8 +234,10 @@ def test_expire_snapshots_keeps_retain_last_and_every_ref_head(spark, namespace:
     assert spark.sql(f"SELECT count(*) FROM {qualified} VERSION AS OF 'keep_tag'").collect()[0][0] == tagged
 
 
-def test_remove_orphan_files_removes_only_old_unreferenced_files(spark, namespace: str) -> None:
-    key = make_table(spark, namespace, "orphans", commits=2)
+def test_remove_orphan_files_removes_only_old_unreferenced_files(
+    spark, catalogs: CatalogSet, namespace: str
+) -> None:
+    key = make_table(catalogs, table_key(namespace, "orphans"), commits=2)
     qualified = qualified_table("lake", key)
     referenced = [local(p) for p in live_files(spark, key)]
     table_dir = referenced[0].parent.parent
@@ -286,9 +275,14 @@ def test_remove_orphan_files_removes_only_old_unreferenced_files(spark, namespac
     ids=["gc-disabled", "orphans-under-24h", "override-injection", "override-not-allowlisted"],
 )
 def test_refusals_touch_nothing_and_skip_the_rest(
-    spark, namespace: str, properties: dict[str, str], first: RecommendedAction, expected: str
+    spark,
+    catalogs: CatalogSet,
+    namespace: str,
+    properties: dict[str, str],
+    first: RecommendedAction,
+    expected: str,
 ) -> None:
-    key = make_table(spark, namespace, "guarded", commits=3)
+    key = make_table(catalogs, table_key(namespace, "guarded"), commits=3)
     qualified = qualified_table("lake", key)
     data_dir = local(live_files(spark, key)[0]).parent
     orphan = data_dir / "stray.parquet"
@@ -308,8 +302,10 @@ def test_refusals_touch_nothing_and_skip_the_rest(
     assert table_fingerprint(spark, qualified) == before
 
 
-def test_a_failing_action_is_reported_and_later_actions_are_skipped(spark, namespace: str) -> None:
-    key = make_table(spark, namespace, "unsorted", commits=3)
+def test_a_failing_action_is_reported_and_later_actions_are_skipped(
+    spark, catalogs: CatalogSet, namespace: str
+) -> None:
+    key = make_table(catalogs, table_key(namespace, "unsorted"), commits=3)
     qualified = qualified_table("lake", key)
     snapshots, before = snapshot_ids(spark, key), table_fingerprint(spark, qualified)
 
@@ -325,8 +321,8 @@ def test_a_failing_action_is_reported_and_later_actions_are_skipped(spark, names
     assert snapshot_ids(spark, key) == snapshots and table_fingerprint(spark, qualified) == before
 
 
-def test_dry_run_renders_without_touching_the_table(spark, namespace: str) -> None:
-    key = make_table(spark, namespace, "dry", commits=3)
+def test_dry_run_renders_without_touching_the_table(spark, catalogs: CatalogSet, namespace: str) -> None:
+    key = make_table(catalogs, table_key(namespace, "dry"), commits=3)
     qualified = qualified_table("lake", key)
     snapshots, before = snapshot_ids(spark, key), table_fingerprint(spark, qualified)
     compaction = make_action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})
@@ -394,8 +390,10 @@ SAMPLE_OPTIONS = {
 }
 
 
-def test_every_allowlisted_option_is_accepted_by_the_bundled_iceberg(spark, namespace: str) -> None:
-    key = make_table(spark, namespace, "all_options", commits=3, properties="'format-version'='2'")
+def test_every_allowlisted_option_is_accepted_by_the_bundled_iceberg(
+    spark, catalogs: CatalogSet, namespace: str
+) -> None:
+    key = make_table(catalogs, table_key(namespace, "all_options"), commits=3)
     before = table_fingerprint(spark, qualified_table("lake", key))
     actions = []
     for kind in MaintenanceAction:

@@ -9,7 +9,6 @@ A real compaction through a real Spark Connect server is test_spark_connect_serv
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Iterator
 from concurrent import futures
@@ -25,14 +24,13 @@ from icepack_dagster.exceptions import SparkConnectUnavailableError
 from icepack_dagster.spark.connect import ConnectMaintenanceSession, connect_session
 from icepack_dagster.spark.failures import CONNECT_LOST, error_class, failure_hint
 from icepack_dagster.spark.session import build_spark_session, is_connect_session
+from tests.network import free_port
 
 
 @pytest.fixture
 def closed_port() -> int:
     """A local port nothing listens on."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return free_port()
 
 
 @pytest.fixture

@@ -27,7 +27,6 @@ from pyspark.errors import AnalysisException
 
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
-from icepack_dagster.domain.recommendation.model import RecommendedAction
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import ConfigurationError, SparkConnectUnavailableError
 from icepack_dagster.iceberg.catalogs import open_catalog
@@ -37,6 +36,7 @@ from icepack_dagster.spark.progress import reported_progress
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session, is_connect_session
 from icepack_dagster.spark.table_sessions import TableSessions
+from tests.factories import make_action
 from tests.network import free_port
 from tests.postgres_testkit import jdbc_connections
 from tests.tables_testkit import arrow_fingerprint, table_fingerprint
@@ -88,8 +88,7 @@ def test_compaction_through_a_real_connect_server(
         files_before = spark.sql("SELECT count(*) AS n FROM lake.connect.events.files").collect()[0]["n"]
         before = table_fingerprint(spark, "lake.connect.events")
         key = TableKey(catalog="lake", namespace=("connect",), name="events")
-        action = RecommendedAction(action=MaintenanceAction.REWRITE_DATA_FILES, reason="many small files",
-                                   priority=1.0, options={"min-input-files": "2"})
+        action = make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"})
         lines: list[str] = []
         [result] = MaintenanceRunner(spark, "lake").run(key, [action], now=datetime.now(UTC),
                                                          on_progress=lines.append)
@@ -145,8 +144,7 @@ def test_a_batch_thread_holds_one_server_session_for_its_tables(
         before = {key: table_fingerprint(spark, f"pg.{namespace}.{key.name}") for key in keys}
         sessions = TableSessions(lambda: spark)
         runner = MaintenanceRunner(None, "pg", sessions=sessions)
-        action = RecommendedAction(action=MaintenanceAction.REWRITE_DATA_FILES, reason="many small files",
-                                   priority=1.0, options={"min-input-files": "2"})
+        action = make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"})
         idle = jdbc_connections(postgres_database)
         used: set[int] = set()
         with sessions.shared():

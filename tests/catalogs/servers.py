@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,47 +27,32 @@ from pathlib import Path
 
 from icepack_dagster.exceptions import MissingComponentError
 from icepack_dagster.spark.jvm_artifacts import REST_CATALOG_TEST_SERVER, cached_jar
-from tests.network import free_port
+from tests.network import answers, free_port
+from tests.polling import wait_until
+from tests.processes import stop
 
 SQLITE_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
 START_DEADLINE_SECONDS = 90
 
 
-
-
-def wait_until_answers(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    """Poll `url` until it answers, the process dies, or the deadline passes (then fail with its log)."""
-    deadline = time.monotonic() + START_DEADLINE_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except urllib.error.HTTPError:
-            return  # it answered
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(
-        f"server at {url} did not answer in {START_DEADLINE_SECONDS} s:\n{log.read_text()[-3000:]}"
-    )
-
-
 @contextlib.contextmanager
 def running(command: list[str], env: dict[str, str], ready_url: str, log: Path) -> Iterator[None]:
-    """A child process that answers at `ready_url`, terminated (then killed) on exit."""
+    """A child process that answers at `ready_url` (the start fails at once, with its log, if it
+    exits first), terminated (then killed) on exit."""
     with log.open("wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        return answers(ready_url)
+
     try:
-        wait_until_answers(ready_url, process, log)
+        wait_until(ready, f"the server at {ready_url}", START_DEADLINE_SECONDS, 0.2,
+                   detail=lambda: log.read_text()[-3000:])
         yield
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=20)
+        stop(process)
 
 
 def rest_server_classpath(jar_cache: Path) -> str:

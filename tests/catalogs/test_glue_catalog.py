@@ -17,18 +17,10 @@ import pytest
 
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.domain.sql.procedures import qualified_table
-from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.store.history_store import HistoryStore
-from tests.catalogs.catalog_testkit import (
-    EAGER_MOR,
-    EVERY_ACTION,
-    contents_by_version,
-    kept_versions,
-    make_table,
-    secrets_in,
-)
+from tests.catalogs.catalog_testkit import EAGER_MOR, EVERY_ACTION, secrets_in
 from tests.catalogs.conftest import (
     S3_ACCESS_KEY_ID,
     S3_REGION,
@@ -36,7 +28,14 @@ from tests.catalogs.conftest import (
     SessionsWithCatalogs,
     s3_storage,
 )
-from tests.tables_testkit import arrow_fingerprint, table_fingerprint
+from tests.tables_testkit import (
+    arrow_fingerprint,
+    contents_by_version,
+    kept_versions,
+    make_table,
+    table_fingerprint,
+    table_key,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -82,8 +81,9 @@ def test_a_glue_table_is_discovered_measured_and_fully_maintained(
     caplog.set_level(logging.DEBUG)
     glue = glue_settings(settings, tmp_path / "home", s3_server, s3_bucket)
     catalogs = CatalogSet(glue)
-    key = TableKey(catalog="glue", namespace=(f"db_{uuid.uuid4().hex[:8]}",), name="events")
-    table = make_table(catalogs.get("glue"), key, commits=10, properties=EAGER_MOR)
+    key = table_key(f"db_{uuid.uuid4().hex[:8]}", "events", "glue")
+    make_table(catalogs, key, commits=10, properties=EAGER_MOR)
+    table = catalogs.get("glue").load_table(key.identifier)
     sessions = SessionsWithCatalogs(spark, glue)
     session = sessions.newSession()
     q = qualified_table("glue", key)

@@ -22,23 +22,23 @@ import yaml
 
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.domain.sql.procedures import qualified_table
-from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import CatalogUnavailableError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.store.history_store import HistoryStore
-from tests.catalogs.catalog_testkit import (
-    EAGER_MOR,
-    EVERY_ACTION,
-    contents_by_version,
-    kept_versions,
-    make_table,
-    secrets_in,
-)
+from tests.catalogs.catalog_testkit import EAGER_MOR, EVERY_ACTION, secrets_in
 from tests.catalogs.conftest import SessionsWithCatalogs
 from tests.catalogs.servers import RecordingProxy
-from tests.safety.safety_testkit import age_files, files_under, local
-from tests.tables_testkit import arrow_fingerprint, table_fingerprint
+from tests.safety.safety_testkit import age_files, files_under
+from tests.tables_testkit import (
+    arrow_fingerprint,
+    contents_by_version,
+    kept_versions,
+    local,
+    make_table,
+    table_fingerprint,
+    table_key,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -74,8 +74,9 @@ def test_a_rest_table_is_discovered_measured_and_fully_maintained_with_oauth2(
     caplog.set_level(logging.DEBUG)
     rest = rest_settings(settings, tmp_path / "home", rest_proxy)
     catalogs = CatalogSet(rest)
-    key = TableKey(catalog="rest", namespace=(f"ns_{uuid.uuid4().hex[:8]}",), name="events")
-    table = make_table(catalogs.get("rest"), key, commits=10, properties=EAGER_MOR)
+    key = table_key(f"ns_{uuid.uuid4().hex[:8]}", "events", "rest")
+    make_table(catalogs, key, commits=10, properties=EAGER_MOR)
+    table = catalogs.get("rest").load_table(key.identifier)
     sessions = SessionsWithCatalogs(spark, rest)
     session = sessions.newSession()
     q = qualified_table("rest", key)
@@ -145,8 +146,8 @@ def test_icepack_reads_and_maintains_a_rest_table_without_showing_its_secret(
     """The user's path: `icepack` in its own process, configured by a YAML file, its own Spark session
     (Iceberg's REST client in a fresh JVM) and its own OAuth2 exchanges."""
     rest = rest_settings(settings, tmp_path / "home", rest_proxy)
-    key = TableKey(catalog="rest", namespace=(f"cli_{uuid.uuid4().hex[:8]}",), name="orders")
-    make_table(CatalogSet(rest).get("rest"), key, commits=8, properties=EAGER_MOR)
+    key = table_key(f"cli_{uuid.uuid4().hex[:8]}", "orders", "rest")
+    make_table(CatalogSet(rest), key, commits=8, properties=EAGER_MOR)
     before = arrow_fingerprint(CatalogSet(rest).get("rest").load_table(key.identifier))
     config = tmp_path / "icepack.yaml"
     config.write_text(yaml.safe_dump({"catalogs": {"rest": rest_catalog(rest_proxy)}}))

@@ -24,23 +24,21 @@ import yaml
 
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
-from icepack_dagster.domain.recommendation.model import Recommendation
 from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.store.history_store import HistoryStore
-from tests.catalogs.catalog_testkit import (
-    EAGER_MOR,
-    EVERY_ACTION,
+from tests.catalogs.catalog_testkit import EAGER_MOR, EVERY_ACTION, secrets_in
+from tests.catalogs.conftest import S3_SECRET_ACCESS_KEY, SessionsWithCatalogs, s3_catalog, s3_client
+from tests.factories import make_action, make_recommendation
+from tests.tables_testkit import (
+    arrow_fingerprint,
     contents_by_version,
     kept_versions,
     make_table,
-    secrets_in,
+    table_fingerprint,
 )
-from tests.catalogs.conftest import S3_SECRET_ACCESS_KEY, SessionsWithCatalogs, s3_catalog, s3_client
-from tests.factories import make_action as action
-from tests.tables_testkit import arrow_fingerprint, table_fingerprint
 
 pytestmark = pytest.mark.spark
 
@@ -81,9 +79,8 @@ class S3Lake:
         return key
 
     def remove_orphans(self, key: TableKey) -> Any:
-        recommendation = Recommendation(
-            table=key.text,
-            actions=(action(MaintenanceAction.REMOVE_ORPHAN_FILES, older_than=THREE_DAYS_AGO),),
+        recommendation = make_recommendation(
+            make_action(MaintenanceAction.REMOVE_ORPHAN_FILES, older_than=THREE_DAYS_AGO), table=key.text
         )
         return self.engine.maintain(key, recommendation=recommendation)
 
@@ -99,12 +96,12 @@ def bucket_key(location: str) -> str:
 
 def test_every_action_on_s3_keeps_contents_and_every_referenced_object(lake: S3Lake, caplog, capfd) -> None:  # type: ignore[no-untyped-def]
     key = lake.key("events")
-    table = make_table(lake.catalogs.get("s3lake"), key, commits=10, properties=EAGER_MOR)
+    make_table(lake.catalogs, key, commits=10, properties=EAGER_MOR)
+    table = lake.catalogs.get("s3lake").load_table(key.identifier)
     location = table.location()
     neighbour_key = lake.key("events_archive", namespace=key.namespace[0])
-    neighbour = make_table(
-        lake.catalogs.get("s3lake"), neighbour_key, commits=2, location=f"{location}_archive"
-    )
+    make_table(lake.catalogs, neighbour_key, commits=2, location=f"{location}_archive")
+    neighbour = lake.catalogs.get("s3lake").load_table(neighbour_key.identifier)
     session = lake.sessions.newSession()
     q, nq = qualified_table("s3lake", key), qualified_table("s3lake", neighbour_key)
     for doomed in (1, 25):  # position delete files, so every action has work
@@ -161,7 +158,8 @@ def _moved(lake: S3Lake, name: str, new_location: Any) -> tuple[TableKey, str]:
     """A table with three commits and an old orphan beside its data, whose location is then rewritten
     by `new_location(old)` (the way a table is re-pointed by hand); (key, orphan object)."""
     key = lake.key(name)
-    table = make_table(lake.catalogs.get("s3lake"), key, commits=3)
+    make_table(lake.catalogs, key, commits=3)
+    table = lake.catalogs.get("s3lake").load_table(key.identifier)
     data_object = sorted(o for o in lake.objects(bucket_key(table.location()) + "/data/"))[0]
     orphan = lake.plant(data_object, "orphan.parquet")
     session = lake.sessions.newSession()
@@ -216,9 +214,10 @@ def test_a_location_in_another_bucket_refuses_and_deletes_nothing(lake: S3Lake) 
 
 def test_another_table_inside_the_location_refuses_and_deletes_nothing(lake: S3Lake) -> None:
     outer_key = lake.key("outer")
-    outer = make_table(lake.catalogs.get("s3lake"), outer_key, commits=2)
+    make_table(lake.catalogs, outer_key, commits=2)
+    outer = lake.catalogs.get("s3lake").load_table(outer_key.identifier)
     inner_key = lake.key("inner", namespace=outer_key.namespace[0])
-    make_table(lake.catalogs.get("s3lake"), inner_key, commits=2, location=f"{outer.location()}/nested")
+    make_table(lake.catalogs, inner_key, commits=2, location=f"{outer.location()}/nested")
     inner_before = arrow_fingerprint(lake.catalogs.get("s3lake").load_table(inner_key.identifier))
 
     _refused_without_deleting(lake, outer_key, lake.objects, "another table's metadata lies inside")
@@ -232,7 +231,7 @@ def test_icepack_maintains_an_s3_table_configured_as_the_docs_show(
     loaded because the catalog has an `s3` block), configured by YAML with the S3 secret in the
     environment variable the docs name; nothing secret in its output."""
     key = lake.key("cli_events")
-    make_table(lake.catalogs.get("s3lake"), key, commits=8, properties=EAGER_MOR)
+    make_table(lake.catalogs, key, commits=8, properties=EAGER_MOR)
     before = arrow_fingerprint(lake.catalogs.get("s3lake").load_table(key.identifier))
     catalog = lake.settings.catalogs["s3lake"].model_dump(mode="json")
     del catalog["s3"]["secret_access_key"], catalog["password"]

@@ -7,7 +7,6 @@ webhook URL (it carries a token) appears in no result, cursor, skip reason or lo
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import dagster as dg
@@ -23,6 +22,7 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from tests.defs.dagster_testkit import discover, evaluate_sensor, record_failures, small_file_table
 from tests.factories import settings_with_platform
+from tests.network import free_port
 from tests.webhook_server import TOKEN, Webhook, running_webhook
 
 SENSOR = "alert_sensor"
@@ -42,10 +42,7 @@ def _defs(settings: IcepackSettings, platform: PlatformSettings, url: str | None
 
 
 def _closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}/services/{TOKEN}"
+    return f"http://127.0.0.1:{free_port()}/services/{TOKEN}"
 
 
 def _tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:

@@ -16,6 +16,7 @@ import dagster as dg
 import pytest
 import yaml
 
+from tests.polling import wait_until
 from tests.processes import DagsterDaemon, set_maintenance_pool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,16 +129,18 @@ def _runs(instance: dg.DagsterInstance) -> dict[str, dg.RunRecord]:
 def _wait_for(
     instance: dg.DagsterInstance, condition: Callable[[dict[str, dg.RunRecord]], bool], what: str
 ) -> dict[str, dg.RunRecord]:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while time.monotonic() < deadline:
+
+    def met() -> dict[str, dg.RunRecord] | None:
         runs = _runs(instance)
-        if condition(runs):
-            return runs
-        time.sleep(0.5)
-    states = {name: r.dagster_run.status.value for name, r in _runs(instance).items()}
-    daemon_log = Path(os.environ["DAGSTER_HOME"]).parent / "daemon.log"
-    tail = daemon_log.read_text()[-3000:] if daemon_log.exists() else "(no daemon log)"
-    raise AssertionError(f"timed out waiting for {what}; runs: {states}\ndaemon log tail:\n{tail}")
+        return runs if runs and condition(runs) else None
+
+    def seen() -> str:
+        states = {name: r.dagster_run.status.value for name, r in _runs(instance).items()}
+        daemon_log = Path(os.environ["DAGSTER_HOME"]).parent / "daemon.log"
+        tail = daemon_log.read_text()[-3000:] if daemon_log.exists() else "(no daemon log)"
+        return f"runs: {states}\ndaemon log tail:\n{tail}"
+
+    return wait_until(met, what, DEADLINE_SECONDS, detail=seen)
 
 
 def _status(runs: dict[str, dg.RunRecord], name: str) -> dg.DagsterRunStatus:

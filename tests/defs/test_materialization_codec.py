@@ -19,12 +19,12 @@ from icepack_dagster.domain.health.model import HealthState, Severity
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.outcomes.maintenance_impact import maintenance_impact
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
-from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction, SkippedAction
+from icepack_dagster.domain.recommendation.model import SkippedAction
 from icepack_dagster.domain.reports.fleet import FleetSummary, TableAttention
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP, render_call
 from icepack_dagster.domain.table.key import parse_table_key
 from icepack_dagster.domain.table.status import FileSizeBucket, TableStatus
-from tests.factories import NOW, make_health, make_issue, make_status
+from tests.factories import NOW, make_action, make_health, make_issue, make_recommendation, make_status
 
 TABLE = "lake.sales.orders"
 
@@ -57,16 +57,14 @@ HEALTH = make_health(
     ),
     table=TABLE,
 )
-RECOMMENDATION = Recommendation(
-    table=TABLE,
-    actions=(
-        RecommendedAction(
-            action=MaintenanceAction.REWRITE_DATA_FILES,
-            reason="40 small files",
-            priority=3.5,
-            options={"min-input-files": "5"},
-        ),
+RECOMMENDATION = make_recommendation(
+    make_action(
+        MaintenanceAction.REWRITE_DATA_FILES,
+        reason="40 small files",
+        priority=3.5,
+        **{"min-input-files": "5"},
     ),
+    table=TABLE,
     skipped=(SkippedAction(action=MaintenanceAction.REMOVE_ORPHAN_FILES, reason="ran 1 day ago"),),
     priority=3.5,
     expected_files_removed=39,

@@ -30,7 +30,8 @@ from icepack_dagster.domain.sizing.run_sizing import (
 )
 from icepack_dagster.domain.sizing.tiers import SizingPolicy, SizingTier
 from icepack_dagster.exceptions import ConfigurationError
-from tests.deploy.testkit import GIB, status_of
+from tests.deploy.testkit import GIB
+from tests.factories import make_status
 
 POLICY = SizingPolicy(spark_image="registry.example.com/icepack-dagster:0.1.0")
 
@@ -46,13 +47,13 @@ POLICY = SizingPolicy(spark_image="registry.example.com/icepack-dagster:0.1.0")
     ],
 )
 def test_tier_boundaries(live_bytes: int, tier: str, master: str, cpu: str, memory: str) -> None:
-    size = size_run(status_of("lake.sales.orders", live_bytes), POLICY)
+    size = size_run(make_status(table="lake.sales.orders", live_data_bytes=live_bytes), POLICY)
     assert (size.tier, size.spark_conf["spark.master"]) == (tier, master)
     assert size.resources.requests == size.resources.limits == {"cpu": cpu, "memory": memory}
 
 
 def test_large_tier_drives_executors_on_kubernetes() -> None:
-    size = size_run(status_of("lake.sales.orders", 2048 * GIB), POLICY)
+    size = size_run(make_status(table="lake.sales.orders", live_data_bytes=2048 * GIB), POLICY)
     assert size.spark_conf["spark.executor.instances"] == "8"
     assert size.spark_conf["spark.executor.memory"] == "24g"
     assert size.spark_conf["spark.kubernetes.container.image"] == POLICY.spark_image
@@ -70,7 +71,7 @@ def test_large_tier_drives_executors_on_kubernetes() -> None:
 
 def test_executor_secret_refs_are_checked_and_become_secret_key_refs() -> None:
     policy = SizingPolicy(spark_image="img:1", executor_secret_refs={"CATALOG_SECRET": "creds:secret"})
-    size = size_run(status_of("lake.sales.orders", 2048 * GIB), policy)
+    size = size_run(make_status(table="lake.sales.orders", live_data_bytes=2048 * GIB), policy)
     assert size.spark_conf["spark.kubernetes.executor.secretKeyRef.CATALOG_SECRET"] == "creds:secret"
     with pytest.raises(ValueError, match="executor_secret_refs.X: 'creds' is not"):
         SizingPolicy(executor_secret_refs={"X": "creds"})
@@ -80,20 +81,20 @@ def test_executor_secret_refs_are_checked_and_become_secret_key_refs() -> None:
 
 def test_kubernetes_tier_without_an_image_names_the_table() -> None:
     with pytest.raises(ConfigurationError, match=r"table lake\.big\.t: .*'large'.*spark_image"):
-        size_run(status_of("lake.big.t", 500 * GIB), SizingPolicy())
+        size_run(make_status(table="lake.big.t", live_data_bytes=500 * GIB), SizingPolicy())
 
 
 def test_standalone_tier_caps_cores() -> None:
     tier = SizingTier(name="cluster", cpu="1", memory="4Gi", spark_master="spark://spark-master:7077",
                       driver_memory="2g", executor_instances=3, executor_cores=2, executor_memory="4g")
-    size = size_run(status_of("lake.a.b", GIB), SizingPolicy(tiers=(tier,)))
+    size = size_run(make_status(table="lake.a.b", live_data_bytes=GIB), SizingPolicy(tiers=(tier,)))
     assert size.spark_conf["spark.cores.max"] == "6"
     # No token: the run pod is a client of the standalone master, not of the Kubernetes API.
     assert k8s_config_tag(size)["pod_spec_config"] == {"automount_service_account_token": False}
 
 
 def test_tags_carry_the_size_and_read_back() -> None:
-    size = size_run(status_of("lake.sales.orders", 10 * GIB), POLICY)
+    size = size_run(make_status(table="lake.sales.orders", live_data_bytes=10 * GIB), POLICY)
     tags = sizing_tags(size)
     assert set(tags) == {K8S_CONFIG_TAG, SPARK_CONF_TAG, SIZE_TAG, MAX_RUNTIME_TAG}
     assert all(isinstance(value, str) for value in tags.values())

@@ -25,14 +25,14 @@ from icepack_dagster.domain.actions.compaction_planner import OTHER_SPECS, Rewri
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.health.judging import FINE_PARTITIONING
 from icepack_dagster.domain.health.model import HealthState
-from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction
 from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.store.history_store import HistoryStore
 from tests.compaction_testkit import daily_table, files_by_partition, insert_days
-from tests.safety.safety_testkit import contents_by_version
+from tests.factories import make_action, make_recommendation
+from tests.tables_testkit import contents_by_version
 
 pytestmark = pytest.mark.spark
 
@@ -136,15 +136,14 @@ def test_a_rewrite_that_does_nothing_is_no_effect_and_not_repeated(
     partition reaches min-input-files. Iceberg rewrites nothing; icepack must say so."""
     key = daily_table(spark, namespace, "stale_plan", days=11, files_per_day=1, catalog=catalog)
     contents = contents_by_version(spark, key)
-    stale = RecommendedAction(
-        action=REWRITE,
+    stale = make_action(
+        REWRITE,
         reason="11 data files would merge into about 1",
-        priority=1.0,
-        options={"min-input-files": "5"},
         prediction=RewritePrediction(files_in=11, files_out=1, bytes_in=1, exact=False),
+        **{"min-input-files": "5"},
     )
 
-    report = engine.maintain(key, Recommendation(table=key.text, actions=(stale,)))
+    report = engine.maintain(key, make_recommendation(stale, table=key.text))
 
     [result] = report.results
     assert (report.outcome, result.status) == ("no_effect", "no_effect")
@@ -193,7 +192,7 @@ def test_four_partition_specs_are_predicted_as_iceberg_groups_them(
     assert groups.pop(OTHER_SPECS) == earlier
     assert sorted(groups.values()) == sorted(current.values())  # one group per (day, bucket)
 
-    report = engine.maintain(key, Recommendation(table=key.text, actions=(planned,)))
+    report = engine.maintain(key, make_recommendation(planned, table=key.text))
 
     [result] = report.results
     judged = result.predicted_actual

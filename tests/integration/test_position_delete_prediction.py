@@ -27,7 +27,7 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.store.history_store import HistoryStore
 from tests.compaction_testkit import daily_table
-from tests.safety.safety_testkit import contents_by_version
+from tests.tables_testkit import contents_by_version
 
 pytestmark = pytest.mark.spark
 

@@ -1,14 +1,11 @@
 """Helpers for the platform safety suite: the production instance configuration pointed at a test
-database, a code location file
-for it built from the real definitions, and polling with a deadline (no sleeps to wait)."""
+database, and a code location file for it built from the real definitions."""
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import dagster as dg
 import yaml
@@ -18,9 +15,6 @@ from tests.conftest import PG_HOST, PG_PORT, PG_USER
 
 REPO = Path(__file__).resolve().parents[2]
 PROD_YAML = REPO / "deploy" / "dagster" / "dagster.prod.yaml"
-
-T = TypeVar("T")
-
 
 def prod_instance_config() -> dict[str, Any]:
     return yaml.safe_load(PROD_YAML.read_text())
@@ -35,17 +29,6 @@ def pg_env(database: str, host: str = PG_HOST, port: int = PG_PORT, password: st
         "DAGSTER_PG_PASSWORD": password,
         "DAGSTER_PG_DB": database,
     }
-
-
-def wait_until(check: Callable[[], T | None], what: str, timeout: float = 180, every: float = 0.5) -> T:
-    """Poll `check` until it returns something truthy, or fail saying what never happened."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def code_location_settings(settings: IcepackSettings) -> dict[str, Any]:

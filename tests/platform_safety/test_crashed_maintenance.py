@@ -44,10 +44,10 @@ from tests.defs.dagster_testkit import NO_ACTIONS, small_file_table
 from tests.platform_safety.platform_testkit import (
     ONLY_COMPACTION,
     code_location_settings,
-    wait_until,
     write_code_location,
     write_dagster_home,
 )
+from tests.polling import wait_until
 from tests.processes import DAGSTER
 from tests.tables_testkit import arrow_fingerprint
 

@@ -38,10 +38,10 @@ from tests.platform_safety.platform_testkit import (
     code_location_settings,
     pg_env,
     runs_of,
-    wait_until,
     write_code_location,
     write_dagster_home,
 )
+from tests.polling import wait_until
 from tests.processes import DagsterDaemon
 from tests.tables_testkit import table_fingerprint
 

@@ -36,11 +36,11 @@ from tests.platform_safety.platform_testkit import (
     ONLY_COMPACTION,
     code_location_settings,
     pg_env,
-    wait_until,
     write_code_location,
     write_dagster_home,
 )
 from tests.platform_safety.webserver import DagsterWebserver
+from tests.polling import wait_until
 from tests.processes import DagsterDaemon, set_maintenance_pool
 from tests.tables_testkit import table_fingerprint
 

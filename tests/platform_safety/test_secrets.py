@@ -49,10 +49,10 @@ from tests.platform_safety.platform_testkit import (
     ONLY_COMPACTION,
     code_location_settings,
     pg_env,
-    wait_until,
     write_code_location,
     write_dagster_home,
 )
+from tests.polling import wait_until
 from tests.processes import DagsterDaemon
 from tests.tables_testkit import table_fingerprint
 from tests.webhook_server import TOKEN, running_webhook

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -13,8 +12,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.platform_safety.platform_testkit import wait_until
-from tests.processes import stop_process_group
+from tests.network import free_port
+from tests.polling import wait_until
+from tests.processes import stop
 
 WEBSERVER = str(Path(sys.executable).with_name("dagster-webserver"))
 
@@ -46,19 +46,13 @@ REPOSITORIES = """
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class DagsterWebserver:
     """`dagster-webserver` in its own process group, stopped (with the code server it started) at the end."""
 
     def __init__(self, home: Path, workspace: Path, env: dict[str, str], log: Path) -> None:
         self.home, self.workspace, self.log = home, workspace, log
         self.env = {**os.environ, **env, "DAGSTER_HOME": str(home)}
-        self.port = _free_port()
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 180) -> None:
@@ -75,7 +69,7 @@ class DagsterWebserver:
 
     def _serving(self) -> tuple[str, str] | None:
         """The served code location; fails at once, with the webserver's output, when the process has
-        exited (its port taken by another process after `_free_port` probed it, say) instead of
+        exited (its port taken by another process after `free_port` probed it, say) instead of
         waiting out the deadline and reporting only a timeout."""
         assert self.process is not None
         if self.process.poll() is not None:
@@ -125,7 +119,7 @@ class DagsterWebserver:
     def stop(self) -> None:
         if self.process is None:
             return
-        stop_process_group(self.process)
+        stop(self.process, group=True)
         self.process = None
         # Its code server is in the same process group; anything else with this DAGSTER_HOME is
         # the daemon's to end (stop the webserver first, then the daemon).

@@ -1,8 +1,8 @@
 """Helpers for the safety suite, all over real Spark and real Iceberg tables.
 
-- tiny tables (one file per partition per commit) and their files on disk;
+- a table's files on disk, aged and orphaned (the tables themselves: `tests/tables_testkit.py`);
 - what a table references, read independently of the engine (Spark's metadata tables plus the
-  statistics entries of the metadata), and the contents of every snapshot and ref;
+  statistics entries of the metadata);
 - `StalledTaskSlots`: every Spark task slot held by a task that waits for a release, so an action
   submitted meanwhile is planned on the driver but cannot write or commit until the test lets it;
   another writer commits in that window, deterministically, without sleeps;
@@ -23,15 +23,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
-from pyiceberg.transforms import IdentityTransform
-from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 from pyspark.sql import SparkSession
 
-from icepack_dagster.domain.sql.procedures import qualified_table, sql_string
+from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from tests.polling import wait_until
+from tests.tables_testkit import local
 
 FIVE_DAYS_AGO = time.time() - 5 * 24 * 3600
 MOR_V2 = {
@@ -41,56 +39,6 @@ MOR_V2 = {
     "write.merge.mode": "merge-on-read",
 }
 DEADLINE_SECONDS = 120
-SCHEMA = Schema(
-    NestedField(1, "id", LongType(), required=False),
-    NestedField(2, "p", IntegerType(), required=False),
-    NestedField(3, "payload", StringType(), required=False),
-)
-
-
-def make_table(
-    catalogs: CatalogSet,
-    namespace: str,
-    name: str,
-    commits: int,
-    *,
-    partitions: int = 0,
-    properties: dict[str, str] | None = None,
-    rows: int = 10,
-    catalog: str = "lake",
-) -> TableKey:
-    """`rows` rows per commit, ids counting up; with `partitions`, identity-partitioned by `p = id %
-    partitions`. Written with PyIceberg (no Spark job): each commit writes one file per partition. In
-    `catalog` ("lake", the embedded SQLite catalog, or "pg", the PostgreSQL one)."""
-    key = TableKey(catalog=catalog, namespace=(namespace,), name=name)
-    catalogs.get(catalog).create_namespace_if_not_exists(key.namespace)
-    spec = (
-        PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="p"))
-        if partitions
-        else PartitionSpec()
-    )
-    catalogs.get(catalog).create_table(
-        key.identifier, SCHEMA, partition_spec=spec, properties=properties or {"format-version": "2"}
-    )
-    for start in range(0, rows * commits, rows):
-        append_rows(catalogs, key, start, start + rows, partitions)
-    return key
-
-
-def append_rows(catalogs: CatalogSet, key: TableKey, start: int, end: int, partitions: int = 0) -> None:
-    ids = list(range(start, end))
-    batch = pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "p": pa.array([i % partitions if partitions else 0 for i in ids], pa.int32()),
-            "payload": pa.array([f"row-{i}" for i in ids]),
-        }
-    )
-    catalogs.get(key.catalog).load_table(key.identifier).append(batch)
-
-
-def local(path: str) -> Path:
-    return Path(path.removeprefix("file:").removeprefix("//"))
 
 
 def table_dir(catalogs: CatalogSet, key: TableKey) -> Path:
@@ -133,20 +81,6 @@ def referenced_files(spark: SparkSession, catalogs: CatalogSet, key: TableKey) -
     return found
 
 
-def contents_by_version(spark: SparkSession, key: TableKey) -> dict[str, tuple[int, str]]:
-    """The contents fingerprint of every snapshot, branch and tag (one Spark job for all of them)."""
-    q = qualified_table(key.catalog, key)
-    versions = [str(r[0]) for r in spark.sql(f"SELECT snapshot_id FROM {q}.snapshots").collect()]
-    versions += [f"'{r[0]}'" for r in spark.sql(f"SELECT name FROM {q}.refs").collect()]
-    union = " UNION ALL ".join(
-        f"SELECT {sql_string(v)} AS version, count(*) AS n, "
-        f"coalesce(sum(xxhash64(to_json(struct(*)))), 0) AS h1, "
-        f"coalesce(sum(hash(to_json(struct(*)))), 0) AS h2 FROM {q} VERSION AS OF {v}"
-        for v in versions
-    )
-    return {r["version"]: (int(r["n"]), f"{r['h1']}:{r['h2']}") for r in spark.sql(union).collect()}
-
-
 def snapshot_rows(spark: SparkSession, key: TableKey) -> list[Any]:
     q = qualified_table(key.catalog, key)
     return spark.sql(
@@ -178,13 +112,19 @@ class StalledTaskSlots:
     def __enter__(self) -> StalledTaskSlots:
         self._thread.start()
         tracker = self._sc.statusTracker()
-        _poll(lambda: _running_tasks(tracker, self.GROUP) >= self._sc.defaultParallelism)
+        wait_until(
+            lambda: _running_tasks(tracker, self.GROUP) >= self._sc.defaultParallelism,
+            "the stall's tasks to hold every task slot", DEADLINE_SECONDS, 0.02,
+        )
         return self
 
     def wait_for_other_job(self) -> None:
         """Returns once a job outside the stall is submitted: its action finished planning."""
         tracker = self._sc.statusTracker()
-        _poll(lambda: bool(set(tracker.getActiveJobsIds()) - set(tracker.getJobIdsForGroup(self.GROUP))))
+        wait_until(
+            lambda: set(tracker.getActiveJobsIds()) - set(tracker.getJobIdsForGroup(self.GROUP)),
+            "a Spark job outside the stall", DEADLINE_SECONDS, 0.02,
+        )
 
     def release(self) -> None:
         self._flag.touch()
@@ -204,20 +144,12 @@ def _running_tasks(tracker: Any, group: str) -> int:
     return running
 
 
-def _poll(condition: Any) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met before the deadline")
-        time.sleep(0.02)
-
-
 def wait_past_newest_snapshot(catalogs: CatalogSet, key: TableKey) -> None:
     """Return once the table's newest snapshot is more than a second old: expiry's `older_than` is
     floored to the second, so a snapshot committed in the current second is never expired."""
     metadata = catalogs.get(key.catalog).load_table(key.identifier).metadata
     newest = max(s.timestamp_ms for s in metadata.snapshots) / 1000
-    _poll(lambda: time.time() >= int(newest) + 1.0)
+    wait_until(lambda: time.time() >= int(newest) + 1.0, "the next second", DEADLINE_SECONDS, 0.02)
 
 
 def run_in_thread(target: Any) -> tuple[threading.Thread, dict[str, Any]]:

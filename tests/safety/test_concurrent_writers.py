@@ -33,18 +33,16 @@ from tests.factories import make_action
 from tests.safety.safety_testkit import (
     MOR_V2,
     StalledTaskSlots,
-    append_rows,
     commit_position_deletes,
     files_under,
     finished,
     locate_rows,
-    make_table,
     referenced_files,
     run_in_thread,
     snapshot_rows,
     table_dir,
 )
-from tests.tables_testkit import table_fingerprint
+from tests.tables_testkit import append_rows, make_table, table_fingerprint, table_key
 
 pytestmark = pytest.mark.spark
 
@@ -86,7 +84,7 @@ def assert_nothing_left_behind(spark: SparkSession, catalogs: CatalogSet, key: T
 def test_compaction_and_a_concurrent_append_both_land(
     spark: SparkSession, catalogs: CatalogSet, namespace: str, tmp_path: Path
 ) -> None:
-    key = make_table(catalogs, namespace, "busy", commits=4)
+    key = make_table(catalogs, table_key(namespace, "busy"), commits=4)
     q = qualified_table("lake", key)
     before = table_fingerprint(spark, q)
 
@@ -109,7 +107,7 @@ def test_compaction_and_a_concurrent_append_both_land(
 def test_a_concurrent_row_level_delete_fails_the_rewrite_and_no_row_comes_back(
     spark: SparkSession, catalogs: CatalogSet, engine: Engine, namespace: str, tmp_path: Path
 ) -> None:
-    key = make_table(catalogs, namespace, "deleted_meanwhile", commits=4, properties=MOR_V2)
+    key = make_table(catalogs, table_key(namespace, "deleted_meanwhile"), commits=4, properties=MOR_V2)
     q = qualified_table("lake", key)
     doomed = locate_rows(spark, key, [3, 15, 27])
 
@@ -139,7 +137,9 @@ def test_a_concurrent_row_level_delete_fails_the_rewrite_and_no_row_comes_back(
 def test_partial_progress_with_a_conflicting_group_reports_what_it_committed(
     spark: SparkSession, catalogs: CatalogSet, namespace: str, tmp_path: Path
 ) -> None:
-    key = make_table(catalogs, namespace, "partial_conflict", commits=3, partitions=2, properties=MOR_V2)
+    key = make_table(
+        catalogs, table_key(namespace, "partial_conflict"), commits=3, partitions=2, properties=MOR_V2
+    )
     q = qualified_table("lake", key)
     doomed = locate_rows(spark, key, [1, 3])  # both in partition p=1
 
@@ -167,7 +167,7 @@ def test_partial_progress_with_a_conflicting_group_reports_what_it_committed(
 def test_partial_progress_with_a_group_that_cannot_be_written_reports_it(
     spark: SparkSession, catalogs: CatalogSet, namespace: str, tmp_path: Path
 ) -> None:
-    key = make_table(catalogs, namespace, "partial_unwritable", commits=3, partitions=2)
+    key = make_table(catalogs, table_key(namespace, "partial_unwritable"), commits=3, partitions=2)
     q = qualified_table("lake", key)
     before = table_fingerprint(spark, q)
     victim = sorted(files_under(table_dir(catalogs, key) / "data" / "p=1"))[0]

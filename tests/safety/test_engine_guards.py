@@ -28,13 +28,12 @@ from tests.safety.safety_testkit import (
     MOR_V2,
     RecordingSpark,
     files_under,
-    make_table,
     plant_orphan,
     snapshot_rows,
     table_dir,
     wait_past_newest_snapshot,
 )
-from tests.tables_testkit import table_fingerprint
+from tests.tables_testkit import make_table, table_fingerprint, table_key
 
 pytestmark = pytest.mark.spark
 
@@ -49,7 +48,9 @@ EAGER = {
 def test_a_gc_disabled_table_gets_no_destructive_action(
     spark: SparkSession, catalogs: CatalogSet, engine: Engine, namespace: str
 ) -> None:
-    key = make_table(catalogs, namespace, "no_gc", commits=6, properties=EAGER | {"gc.enabled": "false"})
+    key = make_table(
+        catalogs, table_key(namespace, "no_gc"), commits=6, properties=EAGER | {"gc.enabled": "false"}
+    )
     q = qualified_table("lake", key)
     orphan = plant_orphan(catalogs, key)
     wait_past_newest_snapshot(catalogs, key)  # expiry's cutoff is whole seconds
@@ -84,8 +85,8 @@ def test_a_gc_disabled_table_gets_no_destructive_action(
 def test_a_table_dropped_after_its_recommendation_ends_cleanly(
     spark: SparkSession, catalogs: CatalogSet, settings: IcepackSettings, namespace: str, tmp_path: Path
 ) -> None:
-    gone = make_table(catalogs, namespace, "gone", commits=10)
-    other = make_table(catalogs, namespace, "other", commits=3)
+    gone = make_table(catalogs, table_key(namespace, "gone"), commits=10)
+    other = make_table(catalogs, table_key(namespace, "other"), commits=3)
     gone_root, other_q = table_dir(catalogs, gone), qualified_table("lake", other)
     gone_files, other_snapshots = files_under(gone_root), snapshot_rows(spark, other)
     other_before = table_fingerprint(spark, other_q)
@@ -119,7 +120,7 @@ def test_the_real_run_executes_exactly_what_the_dry_run_listed(
     spark: SparkSession, catalogs: CatalogSet, settings: IcepackSettings, namespace: str, tmp_path: Path
 ) -> None:
     properties = EAGER | MOR_V2 | {"icepack.spark.sql.shuffle.partitions": "3"}
-    key = make_table(catalogs, namespace, "agree", commits=10, properties=properties)
+    key = make_table(catalogs, table_key(namespace, "agree"), commits=10, properties=properties)
     q = qualified_table("lake", key)
     for doomed in (1, 25):  # position delete files, so every action has work
         spark.sql(f"DELETE FROM {q} WHERE id = {doomed}")

@@ -15,7 +15,8 @@ from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from tests.safety.safety_testkit import contents_by_version, make_table, wait_past_newest_snapshot
+from tests.safety.safety_testkit import wait_past_newest_snapshot
+from tests.tables_testkit import contents_by_version, make_table, table_key
 
 pytestmark = pytest.mark.spark
 
@@ -26,7 +27,7 @@ EXPIRE = MaintenanceAction.EXPIRE_SNAPSHOTS
 def test_expiry_is_predicted_per_branch_and_tag_as_iceberg_does_it(
     spark: SparkSession, catalogs: CatalogSet, engine: Engine, namespace: str, catalog: str
 ) -> None:
-    key = make_table(catalogs, namespace, "refs_retention", commits=8, catalog=catalog)
+    key = make_table(catalogs, table_key(namespace, "refs_retention", catalog), commits=8)
     q = qualified_table(catalog, key)
     s = [r[0] for r in spark.sql(f"SELECT snapshot_id FROM {q}.history ORDER BY made_current_at").collect()]
     spark.sql(f"ALTER TABLE {q} CREATE TAG old_tag AS OF VERSION {s[1]}")

@@ -37,8 +37,8 @@ from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.store.history_store import HistoryStore
 from tests.factories import make_action, make_recommendation
-from tests.safety.safety_testkit import RecordingSpark, make_table
-from tests.tables_testkit import table_fingerprint
+from tests.safety.safety_testkit import RecordingSpark
+from tests.tables_testkit import make_table, table_fingerprint, table_key
 
 pytestmark = pytest.mark.spark
 
@@ -84,10 +84,12 @@ def test_bad_properties_fail_their_table_and_the_loop_goes_on(
         "unknown_setting": {"icepack.spark.sql.warehouse.dir": "/tmp\n; SET spark.testing=true"},
     }
     keys = {
-        name: make_table(catalogs, namespace, name, commits=2, properties={"format-version": "2"} | props)
+        name: make_table(
+            catalogs, table_key(namespace, name), commits=2, properties={"format-version": "2"} | props
+        )
         for name, props in hostile.items()
     }
-    good = make_table(catalogs, namespace, "good", commits=10)
+    good = make_table(catalogs, table_key(namespace, "good"), commits=10)
     before = table_fingerprint(spark, qualified_table("lake", good))
     executed: list[str] = []
     engine = engine_for(settings, catalogs, spark, executed, tmp_path)
@@ -127,7 +129,7 @@ _ICEBERG = st.dictionaries(st.sampled_from(_ICEBERG_KEYS), _VALUES, max_size=1)
 def test_fuzzed_properties_on_a_real_table_are_errors_or_allowlisted_sql(
     spark: SparkSession, catalogs: CatalogSet, settings: IcepackSettings, namespace: str, tmp_path: Path
 ) -> None:
-    key = make_table(catalogs, namespace, "fuzzed", commits=2)
+    key = make_table(catalogs, table_key(namespace, "fuzzed"), commits=2)
     table = catalogs.get("lake").load_table(key.identifier)
     executed: list[str] = []
     engine = engine_for(settings, catalogs, spark, executed, tmp_path)
@@ -175,7 +177,7 @@ def test_fuzzed_identifiers_address_exactly_their_own_table(
     spark: SparkSession, catalogs: CatalogSet, namespace: str
 ) -> None:
     catalog = catalogs.get("lake")
-    decoy = make_table(catalogs, namespace, "decoy", commits=3)
+    decoy = make_table(catalogs, table_key(namespace, "decoy"), commits=3)
     literal = spark.newSession()  # reads here must not substitute ${...} either
     literal.sql("SET spark.sql.variable.substitute=false")
     decoy_before = table_fingerprint(literal, qualified_table("lake", decoy))

@@ -32,11 +32,10 @@ from tests.safety.safety_testkit import (
     StalledTaskSlots,
     commit_position_deletes,
     finished,
-    local,
     locate_rows,
     run_in_thread,
 )
-from tests.tables_testkit import table_fingerprint
+from tests.tables_testkit import local, table_fingerprint
 
 pytestmark = pytest.mark.spark
 

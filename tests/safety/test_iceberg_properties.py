@@ -27,16 +27,13 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.store.history_store import HistoryStore
 from tests.safety.safety_testkit import (
-    SCHEMA,
-    contents_by_version,
     files_under,
-    make_table,
     plant_orphan,
     referenced_files,
     table_dir,
     wait_past_newest_snapshot,
 )
-from tests.tables_testkit import table_fingerprint
+from tests.tables_testkit import SCHEMA, contents_by_version, make_table, table_fingerprint, table_key
 
 pytestmark = pytest.mark.spark
 
@@ -85,7 +82,7 @@ def test_expiry_keeps_at_least_what_the_tables_own_retention_keeps(
     kept: int,
     catalog: str,
 ) -> None:
-    key = make_table(catalogs, namespace, "retained", commits=12, properties=V2 | owner, catalog=catalog)
+    key = make_table(catalogs, table_key(namespace, "retained", catalog), commits=12, properties=V2 | owner)
     q = qualified_table(catalog, key)
     before, versions = table_fingerprint(spark, q), contents_by_version(spark, key)
     wait_past_newest_snapshot(catalogs, key)
@@ -104,7 +101,7 @@ def test_the_tables_own_snapshot_age_is_kept_unless_the_owner_chose_less(
     spark: SparkSession, catalogs: CatalogSet, eager: Engine, engine: Engine, namespace: str
 ) -> None:
     hour = {MAX_AGE: "3600000"}  # Iceberg keeps an hour: longer than the policy file's 0 h
-    young = make_table(catalogs, namespace, "young", commits=6, properties=V2 | hour)
+    young = make_table(catalogs, table_key(namespace, "young"), commits=6, properties=V2 | hour)
     effective = eager.policy(young, eager.status(young).properties)
     assert effective.policy.snapshot_max_age_hours == 1.0
     assert MAX_AGE in effective.sources["snapshot_max_age_hours"]
@@ -114,11 +111,11 @@ def test_the_tables_own_snapshot_age_is_kept_unless_the_owner_chose_less(
     assert [r.status for r in report.results] == ["skipped"] and _snapshot_count(spark, young) == 6
 
     # an Iceberg age shorter than icepack's default never shortens icepack's own retention
-    brief = make_table(catalogs, namespace, "brief", commits=3, properties=V2 | {MAX_AGE: "0"})
+    brief = make_table(catalogs, table_key(namespace, "brief"), commits=3, properties=V2 | {MAX_AGE: "0"})
     assert engine.policy(brief, engine.status(brief).properties).policy.snapshot_max_age_hours == 120.0
 
     chosen = hour | {"icepack.snapshot.max-age-hours": "0"}
-    owned = make_table(catalogs, namespace, "owned", commits=6, properties=V2 | chosen)
+    owned = make_table(catalogs, table_key(namespace, "owned"), commits=6, properties=V2 | chosen)
     versions = contents_by_version(spark, owned)
     wait_past_newest_snapshot(catalogs, owned)
     [result] = eager.maintain(owned, only=[A.EXPIRE_SNAPSHOTS]).results
@@ -135,7 +132,7 @@ def test_gc_disabled_in_any_spelling_is_skipped_never_failed_nor_quarantined(
     spark: SparkSession, catalogs: CatalogSet, eager: Engine, namespace: str, value: str, catalog: str
 ) -> None:
     key = make_table(
-        catalogs, namespace, "no_gc", commits=6, properties=V2 | {"gc.enabled": value}, catalog=catalog
+        catalogs, table_key(namespace, "no_gc", catalog), commits=6, properties=V2 | {"gc.enabled": value}
     )
     q = qualified_table(catalog, key)
     orphan = plant_orphan(catalogs, key)
@@ -162,7 +159,7 @@ def test_gc_disabled_in_any_spelling_is_skipped_never_failed_nor_quarantined(
 def test_gc_enabled_in_any_letter_case_gets_expiry_and_the_orphan_sweep(
     spark: SparkSession, catalogs: CatalogSet, eager: Engine, namespace: str, value: str
 ) -> None:
-    key = make_table(catalogs, namespace, "gc", commits=6, properties=V2 | {"gc.enabled": value})
+    key = make_table(catalogs, table_key(namespace, "gc"), commits=6, properties=V2 | {"gc.enabled": value})
     q = qualified_table("lake", key)
     orphan = plant_orphan(catalogs, key)
     before = table_fingerprint(spark, q)

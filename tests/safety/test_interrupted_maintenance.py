@@ -13,7 +13,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,15 +27,9 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.spark.runner import MaintenanceRunner
 from tests.factories import make_action
-from tests.safety.safety_testkit import (
-    DEADLINE_SECONDS,
-    age_files,
-    files_under,
-    local,
-    make_table,
-    table_dir,
-)
-from tests.tables_testkit import table_fingerprint
+from tests.polling import wait_until
+from tests.safety.safety_testkit import DEADLINE_SECONDS, age_files, files_under, table_dir
+from tests.tables_testkit import local, make_table, table_fingerprint, table_key
 
 pytestmark = pytest.mark.spark
 
@@ -75,11 +68,12 @@ def start_maintenance(settings: IcepackSettings, table: str, log: Path) -> subpr
 
 
 def kill_when_files_appear(process: subprocess.Popen[bytes], data: Path, known: set[Path], log: Path) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS * 2
-    while not files_under(data) - known:
+
+    def written() -> set[Path]:
         assert process.poll() is None, f"maintenance ended before it wrote anything:\n{_tail(log)}"
-        assert time.monotonic() < deadline, f"no rewrite output before the deadline:\n{_tail(log)}"
-        time.sleep(0.02)
+        return files_under(data) - known
+
+    wait_until(written, "the rewrite's first output", DEADLINE_SECONDS * 2, 0.02, detail=lambda: _tail(log))
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(DEADLINE_SECONDS)
 
@@ -96,7 +90,7 @@ def test_a_maintenance_killed_mid_rewrite_changes_nothing_and_leaves_only_its_ow
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    key = make_table(catalogs, namespace, "killed", commits=10, partitions=2)
+    key = make_table(catalogs, table_key(namespace, "killed"), commits=10, partitions=2)
     q = qualified_table("lake", key)
     spark.sql(  # both partitions were just written: none is left out as hot
         f"ALTER TABLE {q} SET TBLPROPERTIES "

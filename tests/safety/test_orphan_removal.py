@@ -34,16 +34,13 @@ from tests.safety.safety_testkit import (
     MOR_V2,
     StalledTaskSlots,
     age_files,
-    contents_by_version,
     files_under,
     finished,
-    local,
-    make_table,
     referenced_files,
     run_in_thread,
     table_dir,
 )
-from tests.tables_testkit import table_fingerprint
+from tests.tables_testkit import contents_by_version, local, make_table, table_fingerprint, table_key
 
 pytestmark = pytest.mark.spark
 
@@ -65,7 +62,7 @@ def plant(next_to: Path, name: str) -> Path:
 
 
 def test_every_file_any_version_reaches_is_kept(spark: SparkSession, catalogs: CatalogSet, namespace) -> None:
-    key = make_table(catalogs, namespace, "reachable", commits=3, partitions=2, properties=MOR_V2)
+    key = make_table(catalogs, table_key(namespace, "reachable"), commits=3, partitions=2, properties=MOR_V2)
     q = qualified_table("lake", key)
     first = spark.sql(f"SELECT snapshot_id FROM {q}.history ORDER BY made_current_at").first()[0]
     spark.sql(f"DELETE FROM {q} WHERE id IN (1, 12)")  # position delete files
@@ -101,7 +98,7 @@ def test_every_file_any_version_reaches_is_kept(spark: SparkSession, catalogs: C
 def test_a_policy_can_lengthen_the_orphan_age_never_shorten_it(
     spark: SparkSession, catalogs: CatalogSet, engine: Engine, namespace: str
 ) -> None:
-    key = make_table(catalogs, namespace, "orphan_age", commits=2)
+    key = make_table(catalogs, table_key(namespace, "orphan_age"), commits=2)
     q = qualified_table("lake", key)
     root = table_dir(catalogs, key)
     data_file = next(p for p in files_under(root / "data"))
@@ -128,7 +125,7 @@ def test_a_policy_can_lengthen_the_orphan_age_never_shorten_it(
 def test_the_24_hour_guard_holds_in_icepack_and_in_iceberg(
     spark: SparkSession, catalogs: CatalogSet, namespace: str
 ) -> None:
-    key = make_table(catalogs, namespace, "young_orphans", commits=2)
+    key = make_table(catalogs, table_key(namespace, "young_orphans"), commits=2)
     q = qualified_table("lake", key)
     root = table_dir(catalogs, key)
     young = plant(next(p for p in files_under(root / "data")), "two-hours-old.parquet")
@@ -175,7 +172,7 @@ def test_the_24_hour_guard_holds_in_icepack_and_in_iceberg(
 def test_files_written_after_the_listing_are_never_deleted(
     spark: SparkSession, catalogs: CatalogSet, namespace: str, tmp_path: Path
 ) -> None:
-    key = make_table(catalogs, namespace, "listing_race", commits=2)
+    key = make_table(catalogs, table_key(namespace, "listing_race"), commits=2)
     q = qualified_table("lake", key)
     root = table_dir(catalogs, key)
     old_orphan = plant(next(p for p in files_under(root / "data")), "old-orphan.parquet")
@@ -215,7 +212,7 @@ def test_a_scheme_or_authority_mismatch_stops_orphan_removal(
 ) -> None:
     """A branch references a file of the table's own directory through another authority or scheme:
     the path matches a listed file, the prefix does not, so nobody can tell whether it is an orphan."""
-    key = make_table(catalogs, namespace, "foreign_paths", commits=2)
+    key = make_table(catalogs, table_key(namespace, "foreign_paths"), commits=2)
     q = qualified_table("lake", key)
     root = table_dir(catalogs, key)
     data_file = next(p for p in files_under(root / "data"))

@@ -13,15 +13,8 @@ from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from tests.safety.safety_testkit import (
-    append_rows,
-    contents_by_version,
-    files_under,
-    make_table,
-    referenced_files,
-    table_dir,
-)
-from tests.tables_testkit import table_fingerprint
+from tests.safety.safety_testkit import files_under, referenced_files, table_dir
+from tests.tables_testkit import append_rows, contents_by_version, make_table, table_fingerprint, table_key
 
 pytestmark = pytest.mark.spark
 
@@ -29,7 +22,7 @@ pytestmark = pytest.mark.spark
 def test_expiry_after_a_gap_in_the_chain_keeps_every_file_still_reached(
     spark: SparkSession, catalogs: CatalogSet, engine: Engine, namespace: str
 ) -> None:
-    key = make_table(catalogs, namespace, "gapped", commits=2)
+    key = make_table(catalogs, table_key(namespace, "gapped"), commits=2)
     q = qualified_table("lake", key)
     first_files = files_under(table_dir(catalogs, key) / "data")
     spark.sql(f"DELETE FROM {q} WHERE id = 0")  # copy-on-write: the first file leaves main for good

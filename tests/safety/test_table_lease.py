@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -30,8 +29,8 @@ from icepack_dagster.exceptions import TableLeaseHeldError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.store.table_lease import TableLeases, table_leases
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
-from tests.safety.safety_testkit import make_table
-from tests.tables_testkit import table_fingerprint
+from tests.polling import wait_until
+from tests.tables_testkit import make_table, table_fingerprint, table_key
 
 ICEPACK = str(Path(sys.executable).parent / "icepack")
 ONLY_COMPACTION = {
@@ -46,7 +45,7 @@ ONLY_COMPACTION = {
 def test_a_held_table_is_deferred_by_the_cli_and_the_engine_until_released(
     spark, catalogs: CatalogSet, engine: Engine, settings: IcepackSettings, namespace: str  # type: ignore[no-untyped-def]
 ) -> None:
-    key = make_table(catalogs, namespace, "leased", commits=8, properties=ONLY_COMPACTION)
+    key = make_table(catalogs, table_key(namespace, "leased"), commits=8, properties=ONLY_COMPACTION)
     q = qualified_table("lake", key)
     before = table_fingerprint(spark, q)
     files = spark.sql(f"SELECT count(*) FROM {q}.files").collect()[0][0]
@@ -127,8 +126,5 @@ def test_the_heartbeat_keeps_a_working_holders_lease(tmp_path: Path) -> None:
 
     with leases.hold("lake.sales.orders", "a long compaction"):
         first = expiry()
-        deadline = time.monotonic() + 30
-        while expiry() <= first:
-            assert time.monotonic() < deadline, "the heartbeat never renewed the lease"
-            time.sleep(0.05)
+        wait_until(lambda: expiry() > first, "the heartbeat to renew the lease", timeout=30, every=0.05)
     reader.dispose()
