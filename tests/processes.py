@@ -16,6 +16,7 @@ from typing import Any
 
 import psutil
 
+from tests import tiers
 from tests.polling import poll
 
 RUN_MARKER = "PYTEST_ICEPACK_RUN"  # not ICEPACK_*: tests strip those from their children's environment
@@ -99,6 +100,7 @@ class DagsterDaemon:
         self.starts = 0
 
     def start(self) -> None:
+        tiers.require("daemon", "a dagster-daemon")
         assert self.process is None, "daemon already running"
         with self.log.open("a") as out:
             out.write(f"\n{self._start_marker(self.starts + 1)}\n")

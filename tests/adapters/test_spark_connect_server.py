@@ -36,12 +36,13 @@ from icepack_dagster.spark.progress import reported_progress
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session, is_connect_session
 from icepack_dagster.spark.table_sessions import TableSessions
+from tests import tiers
 from tests.factories import make_action
 from tests.network import free_port
 from tests.postgres_testkit import jdbc_connections
 from tests.tables_testkit import arrow_fingerprint, table_fingerprint
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.jvm_servers]
 
 START_DEADLINE_SECONDS = 180
 ICEPACK = str(Path(sys.executable).parent / "icepack")
@@ -59,6 +60,7 @@ def connect_server(
 ) -> Iterator[str]:
     """`sc://127.0.0.1:PORT` of a running Spark Connect server, started as `icepack spark connect-server`
     starts one (`spark/connect_server.py`); stopped (its process group) after."""
+    tiers.require("jvm_servers", "a Spark Connect server")
     size = server_size
     log = tmp_path_factory.mktemp("connect") / "server.log"
     try:
@@ -218,6 +220,7 @@ def test_a_setting_the_server_refuses_is_named(connect_server: str) -> None:
 def test_the_cli_serves_until_terminated(settings: IcepackSettings, tmp_path: Path) -> None:
     """`icepack spark connect-server` says where it serves once the server answers, serves SQL with the
     Iceberg extensions, and SIGTERM ends it together with its JVM."""
+    tiers.require("jvm_servers", "a Spark Connect server")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ICEPACK_")}
     env |= {"ICEPACK_HOME": str(tmp_path / "home"), "ICEPACK_SPARK__JAR_CACHE": str(settings.spark.jar_cache)}

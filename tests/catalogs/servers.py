@@ -27,6 +27,7 @@ from pathlib import Path
 
 from icepack_dagster.exceptions import MissingComponentError
 from icepack_dagster.spark.jvm_artifacts import REST_CATALOG_TEST_SERVER, cached_jar
+from tests import tiers
 from tests.network import answers, free_port
 from tests.polling import wait_until
 from tests.processes import stop
@@ -72,6 +73,7 @@ def rest_server_classpath(jar_cache: Path) -> str:
 @contextlib.contextmanager
 def rest_catalog_server(jar_cache: Path, workdir: Path) -> Iterator[str]:
     """Iceberg's REST catalog server over a SQLite JDBC catalog and a local warehouse; yields its URL."""
+    tiers.require("jvm_servers", "Iceberg's REST catalog server")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CATALOG_", "ICEPACK_"))}
     env |= {

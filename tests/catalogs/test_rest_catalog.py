@@ -40,7 +40,7 @@ from tests.tables_testkit import (
     table_key,
 )
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.jvm_servers]
 
 CLIENT_ID = "icepack-maintainer"
 CLIENT_SECRET = "rest-Client-S3cret-5e1f"

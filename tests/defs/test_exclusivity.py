@@ -19,6 +19,8 @@ import yaml
 from tests.polling import wait_until
 from tests.processes import DagsterDaemon, set_maintenance_pool
 
+pytestmark = pytest.mark.daemon
+
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE_SECONDS = 240
 

@@ -22,17 +22,21 @@ import pytest
 
 from icepack_dagster.config.settings import load_settings
 from icepack_dagster.iceberg.catalogs import open_catalog
+from tests import tiers
 from tests.deploy import spark_standalone_job
 from tests.deploy.helm_chart import REPO
 from tests.network import free_port
 from tests.polling import wait_until
 from tests.processes import stop
 
+pytestmark = pytest.mark.jvm_servers
+
 SPARK_HOME = Path(pyspark.__file__).parent
 DEADLINE_SECONDS = 90
 
 
 def _daemon(log: Path, *args: str) -> subprocess.Popen[bytes]:
+    tiers.require("jvm_servers", "a standalone Spark master and worker")
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_LOG_DIR": str(log.parent)}
     with log.open("wb") as out:

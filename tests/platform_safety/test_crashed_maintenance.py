@@ -40,6 +40,7 @@ from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.table.key import parse_table_key
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from tests import tiers
 from tests.defs.dagster_testkit import NO_ACTIONS, small_file_table
 from tests.platform_safety.platform_testkit import (
     ONLY_COMPACTION,
@@ -51,7 +52,7 @@ from tests.polling import wait_until
 from tests.processes import DAGSTER
 from tests.tables_testkit import arrow_fingerprint
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.daemon]
 
 SENSOR = "maintenance_failure_sensor"
 LOCATION = """
@@ -80,6 +81,7 @@ def _maintained_step_start(
 
 def _start(command: list[str], home: Path, location: Path, log: Path) -> subprocess.Popen[bytes]:
     """A `dagster` command on the code location, in a process group of its own (killed whole)."""
+    tiers.require("daemon", "a Dagster run worker (`dagster job execute`)")
     with log.open("a") as out:
         return subprocess.Popen(
             [DAGSTER, *command, "-f", str(location)],

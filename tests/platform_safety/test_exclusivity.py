@@ -45,7 +45,7 @@ from tests.polling import wait_until
 from tests.processes import DagsterDaemon
 from tests.tables_testkit import table_fingerprint
 
-pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.daemon]
 
 TWO_TRIGGERS = '''
 import dagster as dg

@@ -44,7 +44,7 @@ from tests.polling import wait_until
 from tests.processes import DagsterDaemon, set_maintenance_pool
 from tests.tables_testkit import table_fingerprint
 
-pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.daemon]
 
 CAP = 2
 ASSETS = [MAINTENANCE_RECOMMENDATION.path, MAINTAINED_TABLE.path]

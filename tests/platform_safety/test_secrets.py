@@ -185,6 +185,7 @@ defs = dg.Definitions(
 """
 
 
+@pytest.mark.daemon
 def test_no_secret_in_the_alert_sensors_ticks_logs_or_storage(
     settings: IcepackSettings,
     namespace: str,

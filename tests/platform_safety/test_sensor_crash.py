@@ -47,7 +47,7 @@ from tests.platform_safety.platform_testkit import (
 from tests.polling import wait_until
 from tests.processes import DagsterDaemon
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.daemon]
 
 RUN_KEY_TAG = "dagster/run_key"
 TABLES = 7

@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tests import tiers
 from tests.network import free_port
 from tests.polling import wait_until
 from tests.processes import stop
@@ -56,6 +57,7 @@ class DagsterWebserver:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 180) -> None:
+        tiers.require("daemon", "a dagster-webserver")
         with self.log.open("a") as out:
             self.process = subprocess.Popen(
                 [WEBSERVER, "-h", "127.0.0.1", "-p", str(self.port), "-w", str(self.workspace)],
