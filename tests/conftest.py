@@ -122,7 +122,7 @@ def catalogs(settings: IcepackSettings) -> CatalogSet:
 @pytest.fixture(scope="session")
 def spark(settings: IcepackSettings, catalogs: CatalogSet):  # type: ignore[no-untyped-def]
     """The one real local Spark session of this test run, with the AWS SDK bundle on its classpath for
-    the suite's catalogs on S3 and Glue (tests/catalogs), which join this JVM."""
+    the suite's catalogs on S3 and Glue (tests/config/catalogs), which join this JVM."""
     try:
         require_java()
         jars = [*resolve_jars(settings), str(cached_jar(ICEBERG_AWS_BUNDLE, settings.spark.jar_cache))]
