@@ -1,4 +1,4 @@
-"""Fixtures of the safety suite: an engine over the session's real catalogs and real Spark session,
+"""Fixtures of the engine's tests: an engine over the session's real catalogs and real Spark session,
 with a maintenance history of its own per test."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Helpers for the safety suite, all over real Spark and real Iceberg tables.
+"""Helpers for the engine's safety tests, all over real Spark and real Iceberg tables.
 
 - a table's files on disk, aged and orphaned (the tables themselves: `tests/tables_testkit.py`);
 - what a table references, read independently of the engine (Spark's metadata tables plus the

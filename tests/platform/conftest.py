@@ -1,4 +1,4 @@
-"""Fixtures of the platform safety suite: every test gets a fresh PostgreSQL database for Dagster's own
+"""Fixtures of the platform suite: every test gets a fresh PostgreSQL database for Dagster's own
 storage and a real instance configured by the production YAML (dagster-postgres), plus definitions
 built from the session's real settings, scoped to the test's namespace."""
 

@@ -1,4 +1,4 @@
-"""Helpers for the platform safety suite: the production instance configuration pointed at a test
+"""Helpers for the platform suite: the production instance configuration pointed at a test
 database, and a code location file for it built from the real definitions."""
 
 from __future__ import annotations
