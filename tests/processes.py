@@ -1,4 +1,5 @@
-"""A real `dagster-daemon` a test can kill -9 and restart, and the processes a test run started.
+"""A real `dagster-daemon` a test can kill -9 and restart, stopping any process a test started
+(`stop`: SIGTERM, then SIGKILL past a timeout), and the processes a test run started.
 
 Those are found by a marker in their environment: every child inherits the pytest process's
 environment, so a process that outlived its test is found even after its parent died and it was
