@@ -104,10 +104,10 @@ def test_a_row_naming_a_module_that_does_not_exist_is_reported(tmp_path: Path) -
 def test_a_path_in_the_prose_that_does_not_exist_is_reported(tmp_path: Path) -> None:
     copy = _copy(tmp_path)
     with (copy / DOC).open("a") as doc:
-        doc.write("\nThe old home of the settings was `icepack_dagster/settings.py`.\n")
+        doc.write("\nThe old home of the settings was `icepack_dagster/gone/settings.py`.\n")
 
     assert architecture_doc_problems(copy) == [
-        "the doc names `icepack_dagster/settings.py`, which does not exist"
+        "the doc names `icepack_dagster/gone/settings.py`, which does not exist"
     ]
 
 
