@@ -29,7 +29,7 @@ from icepack_dagster.exceptions import MissingComponentError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_AWS_BUNDLE, cached_jar
 from icepack_dagster.spark.session import build_spark_session, require_java, resolve_jars
-from tests import processes
+from tests import processes, tiers
 
 PG_HOST = os.environ.get("ICEPACK_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("ICEPACK_TEST_PG_PORT", "5432"))
@@ -122,7 +122,7 @@ def catalogs(settings: IcepackSettings) -> CatalogSet:
 @pytest.fixture(scope="session")
 def spark(settings: IcepackSettings, catalogs: CatalogSet):  # type: ignore[no-untyped-def]
     """The one real local Spark session of this test run, with the AWS SDK bundle on its classpath for
-    the suite's catalogs on S3 and Glue (tests/catalogs), which join this JVM."""
+    the suite's catalogs on S3 and Glue (tests/config/catalogs), which join this JVM."""
     try:
         require_java()
         jars = [*resolve_jars(settings), str(cached_jar(ICEBERG_AWS_BUNDLE, settings.spark.jar_cache))]
@@ -195,6 +195,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )
     if unmarked:
         raise pytest.UsageError(f"these modules use the spark fixture without the spark marker: {unmarked}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the test's fixtures start anything: which slow tiers it is marked with (`tests/tiers.py`)."""
+    tiers.entering(frozenset(marker.name for marker in item.iter_markers()))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
+from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.health.model import HealthIssue, HealthState, Severity, TableHealth
 from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction
@@ -50,9 +51,23 @@ def make_health(
     return TableHealth(table=table, state=state, issues=issues, error=error)
 
 
-def make_action(kind: MaintenanceAction | str, **options: str) -> RecommendedAction:
-    """One recommended action with procedure `options`, priority 1 and a placeholder reason."""
-    return RecommendedAction(action=MaintenanceAction(kind), reason="test", priority=1.0, options=options)
+def make_action(
+    kind: MaintenanceAction | str,
+    *,
+    reason: str = "test",
+    priority: float = 1.0,
+    prediction: RewritePrediction | None = None,
+    **options: str,
+) -> RecommendedAction:
+    """One recommended action with procedure `options` (Iceberg's names, as in `min-input-files`);
+    priority 1, a placeholder reason and no prediction unless given."""
+    return RecommendedAction(
+        action=MaintenanceAction(kind),
+        reason=reason,
+        priority=priority,
+        options=options,
+        prediction=prediction,
+    )
 
 
 def make_recommendation(

@@ -1,4 +1,5 @@
-"""A real `dagster-daemon` a test can kill -9 and restart, and the processes a test run started.
+"""A real `dagster-daemon` a test can kill -9 and restart, stopping any process a test started
+(`stop`: SIGTERM, then SIGKILL past a timeout), and the processes a test run started.
 
 Those are found by a marker in their environment: every child inherits the pytest process's
 environment, so a process that outlived its test is found even after its parent died and it was
@@ -11,10 +12,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import psutil
+
+from tests import tiers
+from tests.polling import poll
 
 RUN_MARKER = "PYTEST_ICEPACK_RUN"  # not ICEPACK_*: tests strip those from their children's environment
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
@@ -62,22 +66,28 @@ def end(processes: list[psutil.Process], timeout: float = 30.0) -> None:
 
 def survivors(run_id: str, grace_seconds: float) -> list[psutil.Process]:
     """This run's processes still alive after `grace_seconds` (polled, not slept through)."""
-    deadline = time.monotonic() + grace_seconds
-    alive = with_environment(RUN_MARKER, run_id)
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.2)
-        alive = with_environment(RUN_MARKER, run_id)
-    return alive
+    if poll(lambda: not with_environment(RUN_MARKER, run_id), grace_seconds, 0.2):
+        return []
+    return with_environment(RUN_MARKER, run_id)
 
 
-def stop_process_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM a process started with `start_new_session=True` and its group; SIGKILL after 30 s."""
-    os.killpg(process.pid, signal.SIGTERM)
+def stop(process: subprocess.Popen[Any], timeout: float = 30.0, group: bool = False) -> None:
+    """SIGTERM a process a test started, then SIGKILL it if it has not exited within `timeout`
+    seconds. With `group`, the signals go to its whole process group (a process started with
+    `start_new_session=True`, and the JVMs and workers it started)."""
+
+    def send(signal_number: int) -> None:
+        if group:
+            os.killpg(process.pid, signal_number)
+        else:
+            process.send_signal(signal_number)
+
+    send(signal.SIGTERM)
     try:
-        process.wait(timeout=30)
+        process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
+        send(signal.SIGKILL)
+        process.wait(timeout=timeout)
 
 
 class DagsterDaemon:
@@ -91,6 +101,7 @@ class DagsterDaemon:
         self.starts = 0
 
     def start(self) -> None:
+        tiers.require("daemon", "a dagster-daemon")
         assert self.process is None, "daemon already running"
         with self.log.open("a") as out:
             out.write(f"\n{self._start_marker(self.starts + 1)}\n")
@@ -117,7 +128,7 @@ class DagsterDaemon:
     def stop(self) -> None:
         if self.process is None:
             return
-        stop_process_group(self.process)
+        stop(self.process, group=True)
         self.process = None
         # A code server (`dagster api grpc`) was seen outliving the daemon's SIGTERM: end whatever still
         # runs with this instance's DAGSTER_HOME.

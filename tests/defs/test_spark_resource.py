@@ -28,6 +28,7 @@ from icepack_dagster.defs.resources import SparkResource
 from icepack_dagster.defs.run_tags import maintenance_tags
 from icepack_dagster.domain.sizing.run_sizing import SPARK_CONF_TAG
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from tests import tiers
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
     evaluate_sensor,
@@ -180,11 +181,13 @@ PROBE_JOB = textwrap.dedent(
 
 
 @pytest.mark.spark
+@pytest.mark.daemon
 def test_sparks_warnings_and_errors_reach_the_steps_compute_log(
     tmp_path: Path, settings: IcepackSettings
 ) -> None:
     """A real run (`dagster job execute`, a step process of its own) whose step starts Spark through the
     resource and runs a task that fails: Spark's WARN and ERROR lines are in the step's stderr log."""
+    tiers.require("daemon", "a Dagster run worker (`dagster job execute`)")
     (tmp_path / "probe.py").write_text(PROBE_JOB)
     env = {key: value for key, value in os.environ.items() if not key.startswith("ICEPACK_")} | {
         "DAGSTER_HOME": str(tmp_path / "dagster_home"),

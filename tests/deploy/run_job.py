@@ -21,7 +21,8 @@ from dagster_k8s.job import construct_dagster_k8s_job, get_job_name_from_run_id
 from icepack_dagster.defs.run_tags import maintenance_tags
 from icepack_dagster.domain.sizing.run_sizing import RunSize, SizingPolicy, size_run, sizing_tags
 from tests.deploy import helm_chart
-from tests.deploy.testkit import status_of, write_kubeconfig
+from tests.deploy.testkit import write_kubeconfig
+from tests.factories import make_status
 
 RELEASE = helm_chart.render("values.yaml", "values-prod.yaml")
 IMAGE = RELEASE.image()
@@ -63,5 +64,6 @@ def run_job(launcher: K8sRunLauncher, tags: dict[str, str]) -> dict[str, Any]:
 
 def sized(live_bytes: int, policy: SizingPolicy | None = None) -> tuple[RunSize, dict[str, str]]:
     """A maintenance run's size and tags for a table of `live_bytes`, as the maintenance sensor makes them."""
-    size = size_run(status_of("lake.sales.orders", live_bytes), policy or SizingPolicy(spark_image=IMAGE))
+    status = make_status(table="lake.sales.orders", live_data_bytes=live_bytes)
+    size = size_run(status, policy or SizingPolicy(spark_image=IMAGE))
     return size, maintenance_tags("lake.sales.orders", 42) | sizing_tags(size)

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from icepack_dagster.config.settings import load_settings
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
-from icepack_dagster.domain.recommendation.model import RecommendedAction
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.iceberg.catalogs import open_catalog
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session
+from tests.factories import make_action
 from tests.tables_testkit import table_fingerprint
 
 ROWS_PER_INSERT = 40
@@ -59,12 +59,7 @@ def main(home: Path, master: str) -> None:
         files_before = spark.sql("SELECT count(*) AS n FROM lake.standalone.events.files").collect()[0]["n"]
         before = table_fingerprint(spark, "lake.standalone.events")
         key = TableKey(catalog="lake", namespace=("standalone",), name="events")
-        action = RecommendedAction(
-            action=MaintenanceAction.REWRITE_DATA_FILES,
-            reason="many small files",
-            priority=1.0,
-            options={"min-input-files": "2"},
-        )
+        action = make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"})
         runner = MaintenanceRunner(spark, "lake")
         results = runner.run(key, [action], now=datetime.now(UTC))
         files_after = spark.sql("SELECT count(*) AS n FROM lake.standalone.events.files").collect()[0]["n"]

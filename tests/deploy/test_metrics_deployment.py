@@ -9,10 +9,8 @@ NetworkPolicy name. The command it runs really serves `/metrics`: started here a
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,9 @@ import yaml
 from icepack_dagster.defs.fleet.metrics import DEFAULT_PORT
 from tests.deploy import helm_chart
 from tests.deploy.testkit import selects
+from tests.network import answers, free_port
+from tests.polling import wait_until
+from tests.processes import stop
 
 MANIFEST = helm_chart.REPO / "deploy" / "k8s" / "metrics.yaml"
 PROD = ("values.yaml", "values-prod.yaml")
@@ -71,9 +72,7 @@ def test_the_scrape_port_is_the_served_port_everywhere() -> None:
 
 
 def test_the_pods_command_serves_metrics(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -81,20 +80,18 @@ def test_the_pods_command_serves_metrics(tmp_path: Path) -> None:
     args = [sys.executable, *command[1:command.index("--port")], "--host", "127.0.0.1", "--port", str(port)]
     server = subprocess.Popen(args, env={**os.environ, "DAGSTER_HOME": str(home)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/metrics"
+
+    def serving() -> bool:
+        assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
+        return answers(url)
+
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-                    assert response.status == 200
-                    assert "text/plain" in response.headers["Content-Type"]
-                break
-            except OSError:
-                assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
-                assert time.monotonic() < deadline, "the metrics endpoint never answered"
-                time.sleep(0.2)
+        wait_until(serving, "the metrics endpoint to answer", timeout=60, every=0.2)
+        with urllib.request.urlopen(url, timeout=5) as response:
+            assert response.status == 200
+            assert "text/plain" in response.headers["Content-Type"]
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
         if server.stdout:
             server.stdout.close()

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from dagster_aws.s3.compute_log_manager import S3ComputeLogManager
 
-from tests.catalogs.servers import moto_server
+from tests.config.catalogs.servers import moto_server
 from tests.deploy import helm_chart
 
 PROD = ("values.yaml", "values-prod.yaml")

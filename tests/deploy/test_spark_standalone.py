@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,31 +22,26 @@ import pytest
 
 from icepack_dagster.config.settings import load_settings
 from icepack_dagster.iceberg.catalogs import open_catalog
+from tests import tiers
 from tests.deploy import spark_standalone_job
 from tests.deploy.helm_chart import REPO
 from tests.network import free_port
+from tests.polling import wait_until
+from tests.processes import stop
+
+pytestmark = pytest.mark.jvm_servers
 
 SPARK_HOME = Path(pyspark.__file__).parent
 DEADLINE_SECONDS = 90
 
 
-
-
 def _daemon(log: Path, *args: str) -> subprocess.Popen[bytes]:
+    tiers.require("jvm_servers", "a standalone Spark master and worker")
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_LOG_DIR": str(log.parent)}
     with log.open("wb") as out:
         return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=20)
 
 
 def _alive_workers(ui_port: int) -> int:
@@ -69,20 +63,20 @@ def standalone_master(tmp_path: Path) -> Iterator[str]:
     worker = _daemon(tmp_path / "worker.log", "org.apache.spark.deploy.worker.Worker", url,
                      "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
                      "--webui-port", str(worker_ui), "--work-dir", str(tmp_path / "work"))
+
+    def worker_alive() -> bool:
+        for name, process in (("master", master), ("worker", worker)):
+            if process.poll() is not None:
+                log = (tmp_path / f"{name}.log").read_text()[-2000:]
+                pytest.fail(f"the Spark {name} exited with {process.returncode}:\n{log}")
+        return _alive_workers(ui_port) >= 1
+
     try:
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        while _alive_workers(ui_port) < 1:
-            for name, process in (("master", master), ("worker", worker)):
-                if process.poll() is not None:
-                    log = (tmp_path / f"{name}.log").read_text()[-2000:]
-                    pytest.fail(f"the Spark {name} exited with {process.returncode}:\n{log}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"no ALIVE worker registered with {url} within {DEADLINE_SECONDS} s")
-            time.sleep(0.5)
+        wait_until(worker_alive, f"an ALIVE worker registered with {url}", DEADLINE_SECONDS)
         yield url
     finally:
-        _stop(worker)
-        _stop(master)
+        stop(worker, timeout=20)
+        stop(master, timeout=20)
 
 
 @pytest.mark.spark

@@ -6,7 +6,7 @@ needs.
 `registry.py` lists one `ActionDefinition` per action. Recommendation, SQL rendering, the runner,
 outcome comparison, the engine and the Dagster layer read these fields and never branch on a
 particular action, so adding an action is its module, its name in `MaintenanceAction`, its registry
-line and its tests (`tests/unit/test_action_registry.py` holds the package to that).
+line and its tests (`tests/domain/actions/test_action_registry.py` holds the package to that).
 """
 
 from __future__ import annotations

@@ -1,0 +1,255 @@
+"""Contract: maintenance through an `sc://` master works against a real Spark Connect server.
+
+The server is Spark 3.5.7's own (`SparkConnectServer` from `org.apache.spark:spark-connect_2.12:3.5.7`,
+pinned in jvm_artifacts and fetched by setup), started by pyspark's `spark-submit` with the Iceberg
+runtime, the catalogs' JDBC drivers and Iceberg's SQL extensions by the code behind
+`icepack spark connect-server` (`spark/connect_server.py`), as operators start theirs. icepack's
+client sends only runtime `spark.sql.*` settings (the catalog among them), in one request per
+session, and a refused one is named; a compaction through it must rewrite the files and keep the
+contents identical.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psutil
+import pytest
+from pyspark.errors import AnalysisException
+
+from icepack_dagster.config.settings import IcepackSettings, load_settings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.exceptions import ConfigurationError, SparkConnectUnavailableError
+from icepack_dagster.iceberg.catalogs import open_catalog
+from icepack_dagster.spark.connect import ConnectMaintenanceSession, command_rows
+from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
+from icepack_dagster.spark.progress import reported_progress
+from icepack_dagster.spark.runner import MaintenanceRunner
+from icepack_dagster.spark.session import build_spark_session, is_connect_session
+from icepack_dagster.spark.table_sessions import TableSessions
+from tests import tiers
+from tests.factories import make_action
+from tests.network import free_port
+from tests.postgres_testkit import jdbc_connections
+from tests.tables_testkit import arrow_fingerprint, table_fingerprint
+
+pytestmark = [pytest.mark.spark, pytest.mark.jvm_servers]
+
+START_DEADLINE_SECONDS = 180
+ICEPACK = str(Path(sys.executable).parent / "icepack")
+
+
+@pytest.fixture(scope="module")
+def server_size() -> ConnectServerSize:
+    """The test server: one core, a small heap, and its Spark UI on a port of its own."""
+    return ConnectServerSize(master="local[1]", driver_memory="1g", port=free_port(), ui_port=free_port())
+
+
+@pytest.fixture(scope="module")
+def connect_server(
+    settings: IcepackSettings, server_size: ConnectServerSize, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """`sc://127.0.0.1:PORT` of a running Spark Connect server, started as `icepack spark connect-server`
+    starts one (`spark/connect_server.py`); stopped (its process group) after."""
+    tiers.require("jvm_servers", "a Spark Connect server")
+    size = server_size
+    log = tmp_path_factory.mktemp("connect") / "server.log"
+    try:
+        with running_connect_server(settings, size, log, START_DEADLINE_SECONDS) as (url, _):
+            yield url
+    except SparkConnectUnavailableError as error:
+        pytest.fail(f"{error}:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.mark.parametrize("with_ui", [False, True], ids=["no-ui-url", "ui-url"])
+def test_compaction_through_a_real_connect_server(
+    connect_server: str, server_size: ConnectServerSize, tmp_path: Path, with_ui: bool
+) -> None:
+    ui_url = f"http://127.0.0.1:{server_size.ui_port}" if with_ui else None
+    settings = load_settings(home=tmp_path / "home", catalogs={"lake": {"kind": "embedded"}},
+                             spark={"master": connect_server, "connect_timeout_seconds": 120,
+                                    "connect_ui_url": ui_url})
+    catalog = open_catalog("lake", settings)
+    catalog.create_namespace_if_not_exists("connect")
+    spark = build_spark_session(settings)
+    assert is_connect_session(spark)
+    try:
+        spark.sql("CREATE TABLE lake.connect.events (id BIGINT, name STRING) USING iceberg")
+        for batch in range(6):
+            spark.sql(f"INSERT INTO lake.connect.events SELECT id, concat('e-', id) "
+                      f"FROM range({batch * 20}, {batch * 20 + 20}, 1, 1)")
+        files_before = spark.sql("SELECT count(*) AS n FROM lake.connect.events.files").collect()[0]["n"]
+        before = table_fingerprint(spark, "lake.connect.events")
+        key = TableKey(catalog="lake", namespace=("connect",), name="events")
+        action = make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"})
+        lines: list[str] = []
+        [result] = MaintenanceRunner(spark, "lake").run(key, [action], now=datetime.now(UTC),
+                                                         on_progress=lines.append)
+        files_after = spark.sql("SELECT count(*) AS n FROM lake.connect.events.files").collect()[0]["n"]
+        assert (result.status, result.error) == ("succeeded", None)
+        assert files_before == 6 and files_after == 1
+        output = result.impact.procedure_output  # the CALL's row, read from the server's answer to sql()
+        assert (output["rewritten_data_files_count"], output["added_data_files_count"]) == (6, 1)
+        assert table_fingerprint(spark, "lake.connect.events") == before == (120, before[1])
+        # the Connect client gets no task progress: with the server's UI known, its REST API gives it,
+        # and the result line ends with it, all done; without, no line has any
+        result_line = lines[-1]
+        assert result_line.startswith("table lake.connect.events: rewrite_data_files succeeded in "), lines
+        if not with_ui:
+            assert not any("Spark application " in line for line in lines), lines
+        else:
+            done = re.search(r"Spark application (local-\d+): jobs (\d+)/\2 done, stages (\d+)/\3.*, "
+                             r"tasks (\d+)/\4\)$", result_line)
+            assert done and int(done[2]) >= 1, lines
+        # an action that outlives the first poll is said to run, naming the server's application and
+        # the tag its jobs carry there
+        told: list[str] = []
+        with reported_progress(spark, "probe", "table t: running probe", told.append, interval=0.1):
+            spark.sql("SELECT count(*) FROM lake.connect.events").collect()
+            time.sleep(0.3)
+        running = "table t: running probe on Spark Connect application "
+        says = [line for line in told if line.startswith(running)]
+        assert len(says) == 1 and re.search(r"application local-\d+: .* tag icepack-probe-", says[0]), told
+        assert ("set spark.connect_ui_url" in says[0]) == (not with_ui), told
+    finally:
+        spark.stop()
+    table = catalog.load_table(("connect", "events"))
+    assert arrow_fingerprint(table)[0] == 120
+    assert table.current_snapshot().summary.operation.value == "replace"
+
+
+def test_a_batch_thread_holds_one_server_session_for_its_tables(
+    connect_server: str, settings: IcepackSettings, postgres_database: str, namespace: str
+) -> None:
+    """A server session cannot be released from a Spark 3.5 client, and the server keeps its catalog
+    client: a session per table would hold a PostgreSQL connection per table until the server stops.
+    Shared (`spark/table_sessions.py`), the tables of a thread use one server session, each table's
+    override is undone after it, and the compactions keep every table's contents."""
+    remote = settings.spark.model_copy(update={"master": connect_server, "connect_timeout_seconds": 120})
+    spark = build_spark_session(settings.model_copy(update={"spark": remote}))
+    keys = [TableKey(catalog="pg", namespace=(namespace,), name=f"t{i}") for i in range(4)]
+    try:
+        for key in keys:
+            table = f"pg.{namespace}.{key.name}"
+            spark.sql(f"CREATE TABLE {table} (id BIGINT) USING iceberg")
+            for start in (0, 10, 20):
+                spark.sql(f"INSERT INTO {table} SELECT id FROM range({start}, {start + 10}, 1, 1)")
+        before = {key: table_fingerprint(spark, f"pg.{namespace}.{key.name}") for key in keys}
+        sessions = TableSessions(lambda: spark)
+        runner = MaintenanceRunner(None, "pg", sessions=sessions)
+        action = make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"})
+        idle = jdbc_connections(postgres_database)
+        used: set[int] = set()
+        with sessions.shared():
+            with sessions.session_for("pg", ()) as session:
+                baseline = session.conf.get("spark.sql.shuffle.partitions")
+            for index, key in enumerate(keys):
+                overrides = {"icepack.spark.sql.shuffle.partitions": "3"} if index == 0 else {}
+                [result] = runner.run(key, [action], overrides, now=datetime.now(UTC))
+                assert (result.status, result.error) == ("succeeded", None)
+                with sessions.session_for("pg", ()) as session:
+                    used.add(id(session))
+                    assert session.conf.get("spark.sql.shuffle.partitions") == baseline != "3"
+        grown = jdbc_connections(postgres_database) - idle
+        assert len(used) == 1
+        assert 1 <= grown <= 2, grown  # one catalog client (Iceberg's JDBC pool holds up to 2), not 4
+        for key in keys:
+            assert table_fingerprint(spark, f"pg.{namespace}.{key.name}") == before[key]
+            assert spark.sql(f"SELECT count(*) FROM pg.{namespace}.{key.name}.files").collect()[0][0] == 1
+    finally:
+        spark.stop()
+
+
+def test_a_calls_rows_are_read_from_the_answer_to_sql_without_asking_again(
+    connect_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server runs a CALL when `sql()` sends it and answers with its rows; reading them must not
+    send the rows back to be executed again (one round trip per action), and must give the rows a
+    `collect()` would."""
+    settings = load_settings(home=tmp_path / "home", catalogs={"lake": {"kind": "embedded"}},
+                             spark={"master": connect_server, "connect_timeout_seconds": 120})
+    open_catalog("lake", settings).create_namespace_if_not_exists("rows")
+    spark = build_spark_session(settings)
+    try:
+        spark.sql("CREATE TABLE lake.rows.t (id BIGINT) USING iceberg")
+        for start in (0, 10, 20):
+            spark.sql(f"INSERT INTO lake.rows.t SELECT id FROM range({start}, {start + 10}, 1, 1)")
+        before = table_fingerprint(spark, "lake.rows.t")
+        call = spark.sql("CALL lake.system.rewrite_data_files(table => 'rows.t', "
+                         "options => map('min-input-files', '2'))")
+        query = spark.sql("SELECT id, 'x' AS name FROM lake.rows.t WHERE id < 2 ORDER BY id")
+
+        def asked_again() -> None:
+            raise AssertionError("collect() asked the server for a CALL's rows again")
+
+        monkeypatch.setattr(call, "collect", asked_again)
+        inline = command_rows(call)
+        monkeypatch.undo()
+        assert len(inline) == 1 and inline == [row.asDict() for row in call.collect()]
+        assert (inline[0]["rewritten_data_files_count"], inline[0]["added_data_files_count"]) == (3, 1)
+        assert command_rows(query) == [{"id": 0, "name": "x"}, {"id": 1, "name": "x"}]  # a query: collected
+        assert table_fingerprint(spark, "lake.rows.t") == before
+    finally:
+        spark.stop()
+
+
+def test_a_setting_the_server_refuses_is_named(connect_server: str) -> None:
+    """A session's settings go to the server in one request; when the server refuses one (a static
+    setting only the server's start can give), the error names that key, not the whole request."""
+    conf = {"spark.sql.session.timeZone": "UTC", "spark.sql.extensions": "org.example.Other",
+            "spark.sql.shuffle.partitions": "3"}
+    with pytest.raises(ConfigurationError, match=r"refused the setting spark\.sql\.extensions: "):
+        ConnectMaintenanceSession(connect_server, conf)
+    session = ConnectMaintenanceSession(connect_server, {"spark.sql.shuffle.partitions": "3"})
+    try:
+        assert session.conf.get("spark.sql.shuffle.partitions") == "3"
+        assert session.newSession().conf.get("spark.sql.shuffle.partitions") == "3"
+    finally:
+        session.stop()
+
+
+def test_the_cli_serves_until_terminated(settings: IcepackSettings, tmp_path: Path) -> None:
+    """`icepack spark connect-server` says where it serves once the server answers, serves SQL with the
+    Iceberg extensions, and SIGTERM ends it together with its JVM."""
+    tiers.require("jvm_servers", "a Spark Connect server")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ICEPACK_")}
+    env |= {"ICEPACK_HOME": str(tmp_path / "home"), "ICEPACK_SPARK__JAR_CACHE": str(settings.spark.jar_cache)}
+    command = [ICEPACK, "spark", "connect-server", "--port", str(port), "--master", "local[1]",
+               "--driver-memory", "512m"]
+    cli = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert cli.stdout is not None
+        line = cli.stdout.readline()  # the first line comes once the server answers (or the CLI ended)
+        served = re.search(rf"serving on port {port} \(master local\[1\], driver memory 512m, pid (\d+)",
+                           line)
+        assert served, line
+        session = ConnectMaintenanceSession(f"sc://127.0.0.1:{port}", {})
+        try:  # an Iceberg procedure parses only with the extensions the server was started with
+            with pytest.raises(AnalysisException) as refused:
+                session.sql("CALL lake.system.rewrite_data_files(table => 'ns.t')").collect()
+            # Iceberg's parser read the CALL (Spark's own would fail to parse it) and looked for a
+            # procedure catalog: `lake` is not configured in this session, so the session catalog
+            assert "not a ProcedureCatalog" in str(refused.value), refused.value
+        finally:
+            session.stop()
+        server = psutil.Process(int(served[1]))
+        cli.send_signal(signal.SIGTERM)
+        assert cli.wait(timeout=60) == 0
+        psutil.wait_procs([server], timeout=30)
+        assert not server.is_running()
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait(timeout=60)
+        if cli.stdout is not None:
+            cli.stdout.close()
