@@ -22,7 +22,7 @@ import pytest
 
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.definitions import ASSETS, JOBS
+from icepack_dagster.definitions import deployment_assets, deployment_jobs
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.materialization_codec import OUTCOME
@@ -45,16 +45,21 @@ from tests.platform_safety.platform_testkit import (
 from tests.processes import DagsterDaemon
 from tests.tables_testkit import table_fingerprint
 
+ASSETS, JOBS = deployment_assets(PlatformSettings()), deployment_jobs(PlatformSettings())
+
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
 TWO_TRIGGERS = '''
 import dagster as dg
 
-from icepack_dagster.definitions import ASSETS, JOBS
-from icepack_dagster.defs.maintenance.job import maintenance_job
+from icepack_dagster.definitions import deployment_assets, deployment_jobs
+from icepack_dagster.defs.maintenance.job import build_maintenance_job
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.resources import build_resources
 from icepack_dagster.defs.run_tags import maintenance_tags
+
+ASSETS, JOBS = deployment_assets(PlatformSettings()), deployment_jobs(PlatformSettings())
+maintenance_job = build_maintenance_job("icepack")
 
 TABLE = {table!r}
 

@@ -55,8 +55,13 @@ from pathlib import Path
 
 import dagster as dg
 
-from icepack_dagster.definitions import ASSETS, JOBS
-from icepack_dagster.defs.maintenance.job import maintenance_job
+from icepack_dagster.definitions import deployment_assets, deployment_jobs
+from icepack_dagster.config.platform import PlatformSettings as DefaultPlatform
+
+ASSETS, JOBS = deployment_assets(DefaultPlatform()), deployment_jobs(DefaultPlatform())
+from icepack_dagster.defs.maintenance.job import build_maintenance_job
+
+maintenance_job = build_maintenance_job("icepack")
 from icepack_dagster.defs.maintenance.post_maintenance_sensor import build_post_maintenance_sensor
 from icepack_dagster.defs.resources import IcepackResource, build_resources
 from icepack_dagster.defs.run_tags import maintenance_tags
