@@ -29,8 +29,8 @@ from icepack_dagster.defs.maintenance.batch_job import (
     plan_batches,
 )
 from icepack_dagster.defs.maintenance.job import MAINTENANCE_JOB, build_maintenance_job
-from icepack_dagster.defs.maintenance.pool_limit import pool_limit_problem
 from icepack_dagster.defs.maintenance.tick_judge import TickJudge, judge_pending
+from icepack_dagster.defs.maintenance_pool import pool_limit_problem
 from icepack_dagster.defs.materialization_codec import decode_health
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import maintenance_tags, runs_maintaining, table_of_run

@@ -4,7 +4,7 @@ The pool (`PlatformSettings.maintenance_pool`) caps maintenance runs from every 
 asks for no instance-wide `pools.default_limit` (it would cap every other team's pools too). A pool
 without a stored limit is not limited at all, so the limit must be in the instance before any
 maintenance run of the deployment is queued: `set_pool_limit` stores it, and is run once where
-icepack starts, before the daemon (`python -m icepack_dagster.defs.maintenance.pool_limit` in
+icepack starts, before the daemon (`python -m icepack_dagster.defs.maintenance_pool` in
 `scripts/demo`, or `dagster instance concurrency set` in the Helm release's hook, docs/OPERATIONS.md).
 The maintenance sensor says, at each tick, when the stored limit is missing or differs from its cap
 (`max_maintenance_in_flight`): the sensor then submits more, or fewer, runs than the pool lets run.
@@ -37,7 +37,7 @@ def pool_limit_problem(instance: dg.DagsterInstance, platform: PlatformSettings)
     if stored == cap:
         return None
     fix = (
-        f"run `python -m icepack_dagster.defs.maintenance.pool_limit` (or `dagster instance concurrency "
+        f"run `python -m icepack_dagster.defs.maintenance_pool` (or `dagster instance concurrency "
         f"set {pool} {cap}`) where the instance's dagster.yaml is read"
     )
     if stored is None:
@@ -64,7 +64,7 @@ def set_pool_limit(instance: dg.DagsterInstance, platform: PlatformSettings) -> 
 
 
 def main() -> None:
-    """`python -m icepack_dagster.defs.maintenance.pool_limit`: store the limit in the instance
+    """`python -m icepack_dagster.defs.maintenance_pool`: store the limit in the instance
     DAGSTER_HOME configures, from icepack's settings (`ICEPACK_*`)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     platform = load_settings().platform
