@@ -7,8 +7,11 @@ connection. Tests call `build_definitions(settings)` with their own settings.
 
 from __future__ import annotations
 
+from typing import Any
+
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.defs.alerts.alert_sensor import build_alert_sensor
 from icepack_dagster.defs.asset_keys import with_ownership
@@ -18,28 +21,42 @@ from icepack_dagster.defs.fleet.fleet_summary import fleet_summary
 from icepack_dagster.defs.fleet.job import fleet_summary_job
 from icepack_dagster.defs.health_sync.job import health_sync_job
 from icepack_dagster.defs.health_sync.schedule import build_health_sync_schedule
-from icepack_dagster.defs.health_sync.table_status_and_health import table_status_and_health
+from icepack_dagster.defs.health_sync.table_status_and_health import build_table_status_and_health
 from icepack_dagster.defs.housekeeping.job import housekeeping_job
 from icepack_dagster.defs.housekeeping.schedule import build_housekeeping_schedule
-from icepack_dagster.defs.maintenance.batch_job import maintenance_batch_job
+from icepack_dagster.defs.maintenance.batch_job import build_maintenance_batch_job
 from icepack_dagster.defs.maintenance.failure_sensor import build_maintenance_failure_sensor
-from icepack_dagster.defs.maintenance.job import maintenance_job
-from icepack_dagster.defs.maintenance.maintained_table import maintained_table
-from icepack_dagster.defs.maintenance.maintenance_recommendation import maintenance_recommendation
+from icepack_dagster.defs.maintenance.job import build_maintenance_job
+from icepack_dagster.defs.maintenance.maintained_table import build_maintained_table
+from icepack_dagster.defs.maintenance.maintenance_recommendation import build_maintenance_recommendation
 from icepack_dagster.defs.maintenance.maintenance_sensor import build_maintenance_sensor
 from icepack_dagster.defs.maintenance.post_maintenance_sensor import build_post_maintenance_sensor
 from icepack_dagster.defs.maintenance.quarantine_release import release_quarantine_job
 from icepack_dagster.defs.resources import build_resources
 
-ASSETS = (table_status_and_health, maintenance_recommendation, maintained_table, fleet_summary)
-JOBS = (
-    health_sync_job,
-    maintenance_job,
-    maintenance_batch_job,
-    fleet_summary_job,
-    release_quarantine_job,
-    housekeeping_job,
-)
+
+def deployment_assets(platform: PlatformSettings) -> list[dg.AssetsDefinition]:
+    """The assets of one deployment: its partitions definition and maintenance pool."""
+    name = platform.deployment_name
+    return [
+        build_table_status_and_health(name),
+        build_maintenance_recommendation(name),
+        build_maintained_table(name),
+        fleet_summary,
+    ]
+
+
+def deployment_jobs(platform: PlatformSettings) -> list[Any]:
+    """The jobs of one deployment; its maintenance jobs hold its maintenance pool."""
+    name = platform.deployment_name
+    return [
+        health_sync_job,
+        build_maintenance_job(name),
+        build_maintenance_batch_job(name),
+        fleet_summary_job,
+        release_quarantine_job,
+        housekeeping_job,
+    ]
 
 
 def build_definitions(settings: IcepackSettings | None = None) -> dg.Definitions:
@@ -48,8 +65,8 @@ def build_definitions(settings: IcepackSettings | None = None) -> dg.Definitions
     settings = settings or load_settings()
     platform = settings.platform
     return dg.Definitions(
-        assets=list(dg.map_asset_specs(with_ownership, ASSETS)),
-        jobs=list(JOBS),
+        assets=list(dg.map_asset_specs(with_ownership, deployment_assets(platform))),
+        jobs=deployment_jobs(platform),
         schedules=[build_health_sync_schedule(platform), build_housekeeping_schedule(platform)],
         sensors=[
             build_discovery_sensor(platform),

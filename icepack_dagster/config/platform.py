@@ -13,9 +13,20 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.sizing.tiers import SizingPolicy, SizingTier
 
+DEFAULT_DEPLOYMENT = "icepack"
+DEFAULT_PARTITIONS_NAME = "iceberg_tables"
+
 
 class PlatformSettings(FrozenModel):
     """How often the platform looks, how much it does per run and per tick, and how much at once."""
+
+    deployment_name: str = Field(
+        default=DEFAULT_DEPLOYMENT,
+        pattern=r"^[a-z][a-z0-9_]{0,39}$",
+        description="Which icepack deployment of a shared Dagster instance this is: every run it starts "
+        "carries it (tag icepack/deployment), and it names the deployment's partitions definition and "
+        "maintenance pool; give each code location of icepack on one instance its own",
+    )
 
     health_sync_cron: str = Field(default="*/15 * * * *", description="When status and health refresh (UTC)")
     health_sync_batch_size: int = Field(default=1000, ge=1, le=5000, description="Tables per health-sync run")
@@ -119,11 +130,17 @@ class PlatformSettings(FrozenModel):
         default="17 3 * * *",
         description="When the housekeeping job deletes old runs and prunes maintenance history (UTC)",
     )
+    delete_old_runs: bool = Field(
+        default=False,
+        description="Let the housekeeping job delete this deployment's own finished runs past "
+        "run_retention_days (off: it only prunes icepack's maintenance history)",
+    )
     run_retention_days: int = Field(
         default=30,
         ge=1,
-        description="Finished Dagster runs (and their event logs) last updated longer ago than this are "
-        "deleted by the housekeeping job; runs not finished are never deleted",
+        description="With delete_old_runs, this deployment's finished Dagster runs (and their event logs) "
+        "last updated longer ago than this are deleted by the housekeeping job; runs not finished, and "
+        "runs icepack did not start, are never deleted",
     )
 
     @field_validator("health_sync_cron", "housekeeping_cron")
@@ -158,6 +175,18 @@ class PlatformSettings(FrozenModel):
         if self.sizing_tiers is not None:
             fields["tiers"] = self.sizing_tiers
         return SizingPolicy(**fields)
+
+    @property
+    def partitions_name(self) -> str:
+        """The deployment's dynamic partitions definition (one partition per table). The default
+        deployment keeps `iceberg_tables`, so an instance that ran icepack before keeps its partitions."""
+        default = self.deployment_name == DEFAULT_DEPLOYMENT
+        return DEFAULT_PARTITIONS_NAME if default else f"iceberg_tables_{self.deployment_name}"
+
+    @property
+    def maintenance_pool(self) -> str:
+        """The deployment's concurrency pool, whose limit caps its maintenance runs at once."""
+        return f"{self.deployment_name}_maintenance"
 
     @property
     def default_status(self) -> str:

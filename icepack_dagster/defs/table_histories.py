@@ -11,7 +11,7 @@ import dagster as dg
 from icepack_dagster.defs.asset_keys import TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
 from icepack_dagster.defs.materialization_codec import decode_status
-from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
+from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.layering import Policy
 from icepack_dagster.domain.table.key import TableKey
@@ -26,7 +26,7 @@ def table_histories(
     """(table, history, quarantine threshold) for `partitions` (default: every managed table); the
     histories in one fleet-wide read of the state database, not a few queries per table."""
     if partitions is None:
-        partitions = list(instance.get_dynamic_partitions(PARTITIONS_NAME))
+        partitions = list(instance.get_dynamic_partitions(engine.settings.platform.partitions_name))
     statuses = latest_per_partition(instance, TABLE_STATUS, list(partitions))
     policies: dict[TableKey, Policy] = {}
     for partition in partitions:

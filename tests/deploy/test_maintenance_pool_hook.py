@@ -1,16 +1,16 @@
 """Contract: a production Helm install sets the `icepack_maintenance` pool's limit itself, so no
 operator step stands between the install and the first maintenance held by the cap.
 
-On a fresh instance the queue's first pass is not held by the pools' `default_limit` (Dagster creates the
-pool row while it dequeues), so the limit has to be in storage before any run is queued. The storage
-migration hook Job (`values-prod.yaml`, `post-install,pre-upgrade`) therefore runs, after `dagster
-instance migrate` (an init container: the limit step starts only once the migration exited 0),
-`dagster instance concurrency set icepack_maintenance N`, where N is rendered from the one value the
-instance config's `concurrency.pools.default_limit` comes from, and equals the sensor's
-`ICEPACK_PLATFORM_MAX_MAINTENANCE_IN_FLIGHT`. A release without that value is refused by the render,
-naming it. The steps the chart renders run, as rendered, against a real PostgreSQL-backed instance
-built from the rendered dagster.yaml: at install, again unchanged at an upgrade (idempotent), and with
-a changed limit at a later upgrade; Dagster's storage reads back the limit each time.
+icepack asks for no instance-wide `pools.default_limit` (it would cap every other team's pools), and a
+pool without a stored limit is not limited, so the limit has to be in storage, for that pool alone,
+before any run is queued. The storage migration hook Job (`values-prod.yaml`,
+`post-install,pre-upgrade`) therefore runs, after `dagster instance migrate` (an init container: the
+limit step starts only once the migration exited 0), `dagster instance concurrency set
+icepack_maintenance N`, where N is the one value (a YAML anchor) the code location's
+`ICEPACK_PLATFORM_MAX_MAINTENANCE_IN_FLIGHT` also takes. The steps the chart renders run, as rendered,
+against a real PostgreSQL-backed instance built from the rendered dagster.yaml: at install, again
+unchanged at an upgrade (idempotent), and with a changed limit at a later upgrade; Dagster's storage
+reads back the limit each time, and no other pool gets one.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import helm_python as helm
 import pytest
 import yaml
 
@@ -33,17 +32,19 @@ from tests.deploy.testkit import point_at_test_database, write_kubeconfig
 
 PROD = ("values.yaml", "values-prod.yaml")
 HOOK_JOB = "icepack-dagster-instance-migrate"
-POOLS = ("additionalInstanceConfig", "concurrency", "pools")
+CAP_VARIABLE = "ICEPACK_PLATFORM_MAX_MAINTENANCE_IN_FLIGHT"
 
 
-def _with_default_limit(values: dict[str, Any], limit: int | None) -> dict[str, Any]:
-    """`values` (copied) with the pools' default_limit changed, or removed when `limit` is None."""
+def _with_cap(values: dict[str, Any], cap: int) -> dict[str, Any]:
+    """`values` (copied) with the maintenance cap changed where the anchor put it: the hook's last
+    argument and the code location's ICEPACK_PLATFORM_MAX_MAINTENANCE_IN_FLIGHT."""
     values = copy.deepcopy(values)
-    pools = values[POOLS[0]][POOLS[1]][POOLS[2]]
-    if limit is None:
-        del pools["default_limit"]
-    else:
-        pools["default_limit"] = limit
+    (hook,) = values["extraManifests"]
+    hook["spec"]["template"]["spec"]["containers"][0]["args"][-1] = str(cap)
+    for deployment in values["dagster-user-deployments"]["deployments"]:
+        for variable in deployment["env"]:
+            if variable["name"] == CAP_VARIABLE:
+                variable["value"] = str(cap)
     return values
 
 
@@ -61,30 +62,16 @@ def _pool_limit_command(limit: int) -> list[str]:
     return ["dagster", "instance", "concurrency", "set", MAINTENANCE_POOL, str(limit)]
 
 
-def test_the_hook_migrates_then_sets_the_pool_limit_the_instance_config_and_the_sensor_use() -> None:
+def test_the_hook_migrates_then_sets_the_pool_limit_the_sensor_uses() -> None:
     rendered = helm_chart.render(*PROD)
-    default_limit = rendered.instance_config()["concurrency"]["pools"]["default_limit"]
-    assert _commands(rendered) == [["dagster", "instance", "migrate"], _pool_limit_command(default_limit)]
     env = {e["name"]: e.get("value") for e in rendered.container_context()["k8s"]["env"]}
-    assert int(env["ICEPACK_PLATFORM_MAX_MAINTENANCE_IN_FLIGHT"]) == default_limit, (
+    cap = int(env[CAP_VARIABLE])
+    assert _commands(rendered) == [["dagster", "instance", "migrate"], _pool_limit_command(cap)], (
         "the pool's limit and the sensor's in-flight cap must agree"
     )
     (migrate,) = rendered.get("Job", HOOK_JOB)["spec"]["template"]["spec"]["initContainers"]
     assert migrate["name"] == "dagster-instance-migrate", "the migration runs first, as an init container"
-
-
-def test_the_hooks_limit_follows_the_values_default_limit() -> None:
-    """N is rendered from the values, not written twice: change default_limit and both follow."""
-    rendered = helm_chart.render_values(_with_default_limit(helm_chart.load_values(*PROD), 3))
-    assert rendered.instance_config()["concurrency"]["pools"]["default_limit"] == 3
-    assert _commands(rendered)[-1] == _pool_limit_command(3)
-
-
-def test_a_release_without_the_pools_default_limit_is_refused_naming_the_field() -> None:
-    values = _with_default_limit(helm_chart.load_values(*PROD), None)
-    field = r"additionalInstanceConfig\.concurrency\.pools\.default_limit"
-    with pytest.raises(helm.HelmRenderError, match=field):
-        helm_chart.render_values(values)
+    assert "default_limit" not in rendered.instance_config()["concurrency"]["pools"]
 
 
 def _pod_environment(rendered: helm_chart.Rendered, step: dict[str, Any], home: Path) -> dict[str, str]:
@@ -135,10 +122,11 @@ def test_the_rendered_hook_sets_the_limit_on_a_real_instance_at_install_and_ever
     home.mkdir()
     values = point_at_test_database(helm_chart.load_values(*PROD), dagster_database,
                                     write_kubeconfig(tmp_path / "kubeconfig"))
-    install = values["additionalInstanceConfig"]["concurrency"]["pools"]["default_limit"]
+    install = int(next(e["value"] for e in values["dagster-user-deployments"]["deployments"][0]["env"]
+                       if e["name"] == CAP_VARIABLE))
     _run_hook(values, home)
     assert _stored_pool_limit(home) == (install, [(MAINTENANCE_POOL, install, False)])
     _run_hook(values, home)  # an upgrade that changes nothing: migrate and set again
     assert _stored_pool_limit(home) == (install, [(MAINTENANCE_POOL, install, False)])
-    _run_hook(_with_default_limit(values, 4), home)  # an upgrade that lowers the cap
+    _run_hook(_with_cap(values, 4), home)  # an upgrade that lowers the cap
     assert _stored_pool_limit(home) == (4, [(MAINTENANCE_POOL, 4, False)])

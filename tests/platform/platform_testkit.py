@@ -44,14 +44,23 @@ def code_location_settings(settings: IcepackSettings) -> dict[str, Any]:
 
 def write_code_location(directory: Path, name: str, source: str, settings: dict[str, Any]) -> Path:
     """A python file defining `defs` (with `SETTINGS` available to it) and a workspace.yaml loading it."""
-    header = (
-        "import json\n\nfrom icepack_dagster.config.settings import load_settings\n\n"
-        f"SETTINGS = load_settings(**json.loads({json.dumps(settings)!r}))\n"
-    )
-    (directory / f"{name}.py").write_text(header + source)
+    return write_workspace(directory, {name: (source, settings)})
+
+
+def write_workspace(directory: Path, locations: dict[str, tuple[str, dict[str, Any] | None]]) -> Path:
+    """One python file per code location (named by it), each defining `defs` (with `SETTINGS` from the
+    given `load_settings` arguments, when given), and a workspace.yaml loading them all."""
+    entries = []
+    for name, (source, settings) in locations.items():
+        header = "" if settings is None else (
+            "import json\n\nfrom icepack_dagster.config.settings import load_settings\n\n"
+            f"SETTINGS = load_settings(**json.loads({json.dumps(settings)!r}))\n"
+        )
+        (directory / f"{name}.py").write_text(header + source)
+        entries.append({"python_file": {"relative_path": f"{name}.py", "working_directory": str(REPO),
+                                        "location_name": name}})
     workspace = directory / "workspace.yaml"
-    location = {"python_file": {"relative_path": f"{name}.py", "working_directory": str(REPO)}}
-    workspace.write_text(yaml.safe_dump({"load_from": [location]}))
+    workspace.write_text(yaml.safe_dump({"load_from": entries}))
     return workspace
 
 

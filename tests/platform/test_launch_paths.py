@@ -1,35 +1,40 @@
-"""Issue 15, every launch path obeys the same limits, on a real `dagster-daemon` and `dagster-webserver`
-with the production instance configuration (dagster-postgres, the queued run coordinator, the
-`icepack_maintenance` pool at run granularity, here with a cap of two).
+"""Issue 15 and 26, every launch path obeys the maintenance cap, on a fresh instance, with no
+instance-wide tag or default pool limit: a real `dagster-daemon` and `dagster-webserver` with the
+production instance configuration (dagster-postgres, the queued run coordinator, pools at run
+granularity, no `default_limit`), and the maintenance pool's limit (two) stored by icepack's start-up
+step (`python -m icepack_dagster.defs.maintenance_pool`) before the daemon starts.
 
-Maintenance is launched the ways a person and the platform launch it: Materialize on one partition of
-the asset page (GraphQL `launchRun` of `__ASSET_JOB`, only Dagster's own tags), a backfill of two
-partitions from the Materialize dialog (GraphQL `launchPartitionBackfill`), and the maintenance sensor's
-request (the `maintenance` job with icepack's tags). The code location's `icepack` resource hands out its
-maintenance engine only once the test opens a gate, so runs stay in progress while the test watches the
-queue:
-- a second maintenance of a table that is being maintained waits in the queue (`dagster/partition`);
-- a maintenance of a third table waits while two run (the pool's cap of two);
-- once the gate opens, every run completes, no two runs of one table and never more than two
-  maintenance runs overlapped, the table that needed compaction was compacted with its contents
-  unchanged, and a post-maintenance health sync followed the Materialize run (`__ASSET_JOB`).
+Maintenance is launched the ways a person launches it, through the webserver's GraphQL API: a backfill
+over every table from the Materialize dialog (`launchPartitionBackfill`; on a fresh demo instance such
+a backfill once had three maintenance runs started under a cap of two), then Materialize on one of
+them (`launchRun` of `__ASSET_JOB`, only Dagster's own tags). The code location's `icepack` resource
+hands out its maintenance engine only once the test opens a gate, so runs stay in progress while the
+test watches the queue:
+- two of the backfill's three runs start and the third waits in the queue, and so does the Materialize
+  run, while two run (the pool's cap);
+- once the gate opens, every run ends, never more than two overlapped, the table maintained twice was
+  compacted by one of its runs and the other changed nothing (it refused while the first was
+  maintaining the table, or found its cadence), every run carries icepack's deployment tag, a
+  post-maintenance health sync followed an `__ASSET_JOB` run, and every table's contents are unchanged.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
 from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
-from icepack_dagster.defs.run_tags import PARTITION_TAG
+from icepack_dagster.defs.run_tags import DEPLOYMENT_TAG, PARTITION_TAG, runs_maintaining
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from tests.defs.dagster_testkit import small_file_table
 from tests.platform.platform_testkit import (
@@ -41,7 +46,7 @@ from tests.platform.platform_testkit import (
 )
 from tests.platform.webserver import DagsterWebserver
 from tests.polling import wait_until
-from tests.processes import DagsterDaemon, set_maintenance_pool
+from tests.processes import DagsterDaemon
 from tests.tables_testkit import table_fingerprint
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.daemon]
@@ -55,15 +60,12 @@ from pathlib import Path
 
 import dagster as dg
 
-from icepack_dagster.definitions import ASSETS, JOBS
-from icepack_dagster.defs.maintenance.job import maintenance_job
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.definitions import deployment_assets, deployment_jobs
 from icepack_dagster.defs.maintenance.post_maintenance_sensor import build_post_maintenance_sensor
 from icepack_dagster.defs.resources import IcepackResource, build_resources
-from icepack_dagster.defs.run_tags import maintenance_tags
-from icepack_dagster.config.platform import PlatformSettings
 
 GATE = Path({gate!r})
-SENSOR_TABLE = {sensor_table!r}
 
 
 class GatedIcepack(IcepackResource):
@@ -78,22 +80,13 @@ class GatedIcepack(IcepackResource):
         return super().maintenance_engine(spark)
 
 
-@dg.sensor(job=maintenance_job, minimum_interval_seconds=1, default_status=dg.DefaultSensorStatus.RUNNING)
-def sensor_trigger(context):
-    """The maintenance sensor's request for one table, once the test asks for it."""
-    if not (GATE / "sensor").exists():
-        return dg.SkipReason("the test has not asked for the sensor's run yet")
-    tags = maintenance_tags(SENSOR_TABLE, 1)
-    return [dg.RunRequest(run_key="sensor", partition_key=SENSOR_TABLE, tags=tags)]
-
-
 PLATFORM = PlatformSettings(health_sync_workers=1, sensors_running_by_default=True,
-                            maintenance_interval_seconds=5)
+                            maintenance_interval_seconds=5, max_maintenance_in_flight={cap})
 SETTINGS = SETTINGS.model_copy(update={{"platform": PLATFORM}})
 defs = dg.Definitions(
-    assets=list(ASSETS),
-    jobs=list(JOBS),
-    sensors=[sensor_trigger, build_post_maintenance_sensor(PLATFORM)],
+    assets=deployment_assets(PLATFORM),
+    jobs=deployment_jobs(PLATFORM),
+    sensors=[build_post_maintenance_sensor(PLATFORM)],
     resources={{**build_resources(SETTINGS), "icepack": GatedIcepack(settings=SETTINGS, table_workers=1)}},
     executor=dg.in_process_executor,  # one process per run: the queue, not the executor, is under test
 )
@@ -101,17 +94,12 @@ defs = dg.Definitions(
 
 ACTIVE = {dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED}
 DONE = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+EVERY = [*ACTIVE, *DONE, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
 
 
-def _maintenance_runs(instance: dg.DagsterInstance) -> dict[str, dg.RunRecord]:
-    """Runs that materialize maintained_table (whatever their job), by run id."""
-    records = instance.get_run_records()
-    return {
-        r.dagster_run.run_id: r
-        for r in records
-        if r.dagster_run.job_name == "maintenance"
-        or (r.dagster_run.asset_selection and MAINTAINED_TABLE in r.dagster_run.asset_selection)
-    }
+def _maintenance_runs(instance: dg.DagsterInstance) -> dict[str, dg.DagsterRun]:
+    """Runs that need the maintenance pool, whatever their job, by run id: selected in run storage."""
+    return {run.run_id: run for run in runs_maintaining(instance, PlatformSettings(), EVERY)}
 
 
 def _status(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRunStatus:
@@ -131,7 +119,18 @@ def _overlaps(records: list[dg.RunRecord]) -> int:
     return most
 
 
-def test_materialize_backfill_and_sensor_wait_for_their_table_and_the_cap(
+def store_pool_limit(home: Path, env: dict[str, str], settings: IcepackSettings, cap: int) -> None:
+    """icepack's start-up step, as scripts/demo runs it before the daemon starts."""
+    settings_env = {
+        "ICEPACK_HOME": str(settings.home), "ICEPACK_PLATFORM_MAX_MAINTENANCE_IN_FLIGHT": str(cap)
+    }
+    subprocess.run(
+        [sys.executable, "-m", "icepack_dagster.defs.maintenance_pool"],
+        env={**env, "DAGSTER_HOME": str(home), **settings_env}, check=True, capture_output=True, timeout=120,
+    )
+
+
+def test_a_backfill_of_every_table_and_materialize_wait_for_the_cap_on_a_fresh_instance(
     spark,  # type: ignore[no-untyped-def]
     scoped_settings: IcepackSettings,
     catalogs: CatalogSet,
@@ -144,63 +143,54 @@ def test_materialize_backfill_and_sensor_wait_for_their_table_and_the_cap(
     small_file_table(lake, f"{namespace}.clicks", appends=12, properties=ONLY_COMPACTION)
     for name in ("orders", "users"):
         small_file_table(lake, f"{namespace}.{name}", appends=1, properties=ONLY_COMPACTION)
-    clicks, orders, users = (f"lake.{namespace}.{name}" for name in ("clicks", "orders", "users"))
-    before = {table: table_fingerprint(spark, table) for table in (clicks, orders, users)}
+    tables = [f"lake.{namespace}.{name}" for name in ("clicks", "orders", "users")]
+    clicks = tables[0]
+    before = {table: table_fingerprint(spark, table) for table in tables}
 
     home = write_dagster_home(tmp_path)
-    config = yaml.safe_load((home / "dagster.yaml").read_text())
-    config["concurrency"]["pools"]["default_limit"] = CAP
-    (home / "dagster.yaml").write_text(yaml.safe_dump(config))
     env = pg_env(dagster_database)
     for name, value in {**env, "DAGSTER_HOME": str(home)}.items():
         monkeypatch.setenv(name, value)
     instance = dg.DagsterInstance.get()
-    set_maintenance_pool(home, CAP)
-    instance.add_dynamic_partitions(PARTITIONS_NAME, [clicks, orders, users])
+    store_pool_limit(home, env, scoped_settings, CAP)
+    instance.add_dynamic_partitions(PARTITIONS_NAME, tables)
     gate = tmp_path / "gate"
     gate.mkdir()
-    source = GATED.format(gate=str(gate), sensor_table=users)
+    source = GATED.format(gate=str(gate), cap=CAP)
     workspace = write_code_location(tmp_path, "launch_paths", source, code_location_settings(scoped_settings))
     daemon = DagsterDaemon(home, workspace, env, tmp_path / "daemon.log")
     webserver = DagsterWebserver(home, workspace, env, tmp_path / "webserver.log")
     daemon.start()
     try:
         webserver.start()
-        materialized = webserver.launch_assets(ASSETS, clicks)
-        wait_until(lambda: _status(instance, materialized) in ACTIVE, "the Materialize run to start")
+        webserver.backfill(ASSETS, tables)
 
-        webserver.backfill(ASSETS, [clicks, orders])
         def backfill_runs() -> dict[str, str] | None:
-            runs = {r.dagster_run.tags.get(PARTITION_TAG): i for i, r in _maintenance_runs(instance).items()
-                    if i != materialized}
+            runs = {r.tags.get(PARTITION_TAG): i for i, r in _maintenance_runs(instance).items()}
             submitted = all(_status(instance, i) != dg.DagsterRunStatus.NOT_STARTED for i in runs.values())
-            return runs if len(runs) == 2 and submitted else None
-        backfilled = wait_until(backfill_runs, "the backfill's two runs", timeout=300)
-        wait_until(lambda: _status(instance, backfilled[orders]) in ACTIVE, "the backfill's run of orders")
+            started = sum(_status(instance, i) in ACTIVE for i in runs.values())
+            return runs if len(runs) == 3 and submitted and started == CAP else None
 
-        (gate / "sensor").touch()
-        def sensor_run() -> str | None:
-            runs = _maintenance_runs(instance)
-            return next((i for i, r in runs.items() if r.dagster_run.job_name == "maintenance"
-                         and r.dagster_run.status != dg.DagsterRunStatus.NOT_STARTED), None)
-        sensed = wait_until(sensor_run, "the sensor's run")
+        backfilled = wait_until(backfill_runs, "the backfill's runs, two of them started", timeout=300)
+        clicks_backfill = backfilled[clicks]
+        materialized = webserver.launch_assets(ASSETS, clicks)
+        queued = dg.DagsterRunStatus.QUEUED
+        wait_until(lambda: _status(instance, materialized) == queued, "the Materialize run queued")
 
-        watch_until = time.monotonic() + 10  # ten dequeue intervals: they keep waiting
+        watch_until = time.monotonic() + 10  # ten dequeue intervals: the queue keeps holding them
         while time.monotonic() < watch_until:
-            assert _status(instance, backfilled[clicks]) == dg.DagsterRunStatus.QUEUED, (
-                "a second maintenance of a table being maintained left the queue"
-            )
-            assert _status(instance, sensed) == dg.DagsterRunStatus.QUEUED, "a third run beyond the cap"
-            assert {_status(instance, materialized), _status(instance, backfilled[orders])} <= ACTIVE
+            statuses = [_status(instance, i) for i in [*backfilled.values(), materialized]]
+            assert sum(s in ACTIVE for s in statuses) <= CAP, f"more maintenances than the cap: {statuses}"
+            assert statuses.count(dg.DagsterRunStatus.QUEUED) == 2, f"two runs should wait: {statuses}"
             time.sleep(1)
 
         (gate / "open").touch()
-        everyone = [materialized, *backfilled.values(), sensed]
-        wait_until(lambda: all(_status(instance, i) in DONE for i in everyone), "the end", timeout=480)
+        everyone = [*backfilled.values(), materialized]
+        wait_until(lambda: all(_status(instance, i) in DONE for i in everyone), "the end", timeout=600)
         followed = wait_until(
             lambda: instance.get_run_records(dg.RunsFilter(tags={"dagster/sensor_name":
                                                                   "post_maintenance_health_sensor"})),
-            "the post-maintenance health sync", timeout=120,
+            "the post-maintenance health sync", timeout=180,
         )
     except AssertionError as error:
         raise AssertionError(f"{error}\ndaemon log tail:\n{daemon.tail()}") from None
@@ -208,21 +198,26 @@ def test_materialize_backfill_and_sensor_wait_for_their_table_and_the_cap(
         webserver.stop()
         daemon.stop()
 
-    records = [instance.get_run_record_by_id(i) for i in everyone]
-    assert all(r is not None and r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in records)
-    runs = [r for r in records if r is not None]
-    assert _overlaps(runs) <= CAP, "more maintenance runs overlapped than the cap"
-    first, second = sorted((r for r in runs if r.dagster_run.tags[PARTITION_TAG] == clicks),
-                           key=lambda r: r.start_time or 0)
-    assert (first.end_time or 0) <= (second.start_time or 0), "two maintenances of one table overlapped"
-    assert first.dagster_run.run_id == materialized
+    records = [r for r in (instance.get_run_record_by_id(i) for i in everyone) if r is not None]
+    assert len(records) == len(everyone)
+    assert _overlaps(records) <= CAP, "more maintenance runs overlapped than the cap"
+    for record in records:
+        assert record.dagster_run.tags.get(DEPLOYMENT_TAG) == "icepack", "a run without icepack's tag"
     outcomes = {
-        r.run_id: metadata_of(r)[OUTCOME].value
+        (r.run_id, r.partition_key): metadata_of(r)[OUTCOME].value
         for r in instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=MAINTAINED_TABLE), 9).records
     }
-    assert outcomes[materialized] == "succeeded"
-    assert outcomes[backfilled[clicks]] == "nothing_to_do", "the second run of clicks found its cadence"
-    (health_sync,) = followed
-    assert health_sync.dagster_run.tags.get("dagster/run_key") == f"post-maintenance:{materialized}"
+    twice = {run_id: instance.get_run_record_by_id(run_id) for run_id in (clicks_backfill, materialized)}
+    succeeded = [i for i in twice if outcomes.get((i, clicks)) == "succeeded"]
+    assert len(succeeded) == 1, f"clicks was compacted {len(succeeded)} times: {outcomes}"
+    (other,) = set(twice) - set(succeeded)
+    other_record = twice[other]
+    assert other_record is not None
+    if other_record.dagster_run.status == dg.DagsterRunStatus.FAILURE:  # it overlapped the first: refused
+        assert (other, clicks) not in outcomes
+    else:  # it started once the first had ended
+        assert outcomes[(other, clicks)] == "nothing_to_do", "the second run of clicks found its cadence"
+    run_keys = {r.dagster_run.tags.get("dagster/run_key") for r in followed}
+    assert f"post-maintenance:{succeeded[0]}" in run_keys
     for table, fingerprint in before.items():
         assert table_fingerprint(spark, table) == fingerprint, f"contents of {table} changed"

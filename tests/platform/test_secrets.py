@@ -172,7 +172,10 @@ def test_no_secret_in_runs_events_logs_or_storage(
 ALERT_ONLY = """
 import dagster as dg
 
-from icepack_dagster.definitions import ASSETS, JOBS
+from icepack_dagster.definitions import deployment_assets, deployment_jobs
+from icepack_dagster.config.platform import PlatformSettings as DefaultPlatform
+
+ASSETS, JOBS = deployment_assets(DefaultPlatform()), deployment_jobs(DefaultPlatform())
 from icepack_dagster.defs.alerts.alert_sensor import build_alert_sensor
 from icepack_dagster.defs.resources import build_resources
 

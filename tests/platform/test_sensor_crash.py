@@ -55,7 +55,10 @@ SENSOR_ONLY = """
 import dagster as dg
 from dagster._core.scheduler.instigation import TickStatus
 
-from icepack_dagster.definitions import ASSETS, JOBS
+from icepack_dagster.definitions import deployment_assets, deployment_jobs
+from icepack_dagster.config.platform import PlatformSettings as DefaultPlatform
+
+ASSETS, JOBS = deployment_assets(DefaultPlatform()), deployment_jobs(DefaultPlatform())
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.resources import build_resources
 from icepack_dagster.defs.maintenance.maintenance_sensor import build_maintenance_sensor

@@ -68,9 +68,11 @@ def _table_alerts(
     return streaks
 
 
-def _run_alerts(outbox: _Outbox, instance: dg.DagsterInstance, cursor: AlertCursor) -> AlertCursor:
+def _run_alerts(
+    outbox: _Outbox, instance: dg.DagsterInstance, platform: PlatformSettings, cursor: AlertCursor
+) -> AlertCursor:
     after, alerted = cursor.runs_updated_after, list(cursor.alerted_runs)
-    for record in failed_health_syncs(instance, after):
+    for record in failed_health_syncs(instance, platform, after):
         run_id = record.dagster_run.run_id
         if run_id not in alerted and not will_be_retried(record):
             alert = health_sync_failed_alert(run_id, run_batch(record), run_error(instance, run_id))
@@ -104,7 +106,8 @@ def build_alert_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         cursor = decode_cursor(AlertCursor, context.cursor)
         outbox = _Outbox(url, context.log)
         streaks = _table_alerts(outbox, icepack, context.instance, cursor, failing_after)
-        cursor = _run_alerts(outbox, context.instance, cursor.model_copy(update={"streaks": streaks}))
+        cursor = cursor.model_copy(update={"streaks": streaks})
+        cursor = _run_alerts(outbox, context.instance, platform, cursor)
         return dg.SensorResult(skip_reason=dg.SkipReason(_summary(outbox)), cursor=cursor.encode())
 
     return alert_sensor

@@ -7,8 +7,9 @@ from datetime import datetime, timedelta
 
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.health_sync.job import health_sync_job
-from icepack_dagster.defs.run_tags import BATCH_TAG
+from icepack_dagster.defs.run_tags import BATCH_TAG, own_runs
 from icepack_dagster.domain.clock import utc_now
 
 # Dagster's tag on a failed run when run retries are enabled: "true" when its retry run will follow.
@@ -20,11 +21,14 @@ RUNS_PER_TICK = 50
 _OVERLAP = timedelta(seconds=1)
 
 
-def failed_health_syncs(instance: dg.DagsterInstance, updated_after: datetime | None) -> list[dg.RunRecord]:
-    """Failed health-sync runs last updated after `updated_after` (default: a day ago), oldest first."""
+def failed_health_syncs(
+    instance: dg.DagsterInstance, platform: PlatformSettings, updated_after: datetime | None
+) -> list[dg.RunRecord]:
+    """This deployment's failed health-sync runs last updated after `updated_after` (default: a day
+    ago), oldest first; another code location's `health_sync` job does not count."""
     since = updated_after - _OVERLAP if updated_after else utc_now() - FIRST_LOOK_BACK
-    filters = dg.RunsFilter(
-        job_name=health_sync_job.name, statuses=[dg.DagsterRunStatus.FAILURE], updated_after=since
+    filters = own_runs(
+        platform, [dg.DagsterRunStatus.FAILURE], job_name=health_sync_job.name, updated_after=since
     )
     return list(
         instance.get_run_records(

@@ -19,8 +19,9 @@ from icepack_dagster.defs.health_sync.job import (
     health_sync_job,
     health_sync_requests,
 )
-from icepack_dagster.defs.partitions import PARTITIONS_NAME, TABLE_PARTITIONS
+from icepack_dagster.defs.partitions import tables_partitions
 from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.run_tags import deployment_tags
 from icepack_dagster.domain.decisions.dagster_partition_changes import (
     DagsterPartitionChanges,
     plan_dagster_partition_changes,
@@ -62,10 +63,11 @@ def _result(
 ) -> dg.SensorResult:
     """The partition requests, the first health syncs owed, and the cursor, in one result."""
     requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+    tables_def = tables_partitions(platform)
     if changes.added:
-        requests.append(TABLE_PARTITIONS.build_add_request(list(changes.added)))
+        requests.append(tables_def.build_add_request(list(changes.added)))
     if changes.removed:
-        requests.append(TABLE_PARTITIONS.build_delete_request(list(changes.removed)))
+        requests.append(tables_def.build_delete_request(list(changes.removed)))
     deferred, unsynced = changes.deferred_removals, changes.unsynced
     context.log.info(
         f"discovery: +{len(changes.added)} -{len(changes.removed)} tables ({tables} in the catalogs)"
@@ -75,7 +77,10 @@ def _result(
     return dg.SensorResult(
         dynamic_partitions_requests=requests,
         run_requests=health_sync_requests(
-            [*unsynced, *changes.added], platform.health_sync_batch_size, f"discovered:{generation}"
+            [*unsynced, *changes.added],
+            platform.health_sync_batch_size,
+            f"discovered:{generation}",
+            tags=deployment_tags(platform),
         ),
         cursor=DiscoveryCursor(
             generation=generation, last_partition=changes.after[-1] if changes.after else None
@@ -105,7 +110,7 @@ def build_discovery_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         cursor = decode_cursor(DiscoveryCursor, context.cursor)
         changes = plan_dagster_partition_changes(
             tables,
-            list(context.instance.get_dynamic_partitions(PARTITIONS_NAME)),
+            list(context.instance.get_dynamic_partitions(platform.partitions_name)),
             cursor.last_partition,
             icepack.engine.catalogs.names,
             platform.partition_removals_per_tick,

@@ -7,8 +7,9 @@ import dagster as dg
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.fleet.job import fleet_summary_job
 from icepack_dagster.defs.health_sync.job import health_sync_job
-from icepack_dagster.defs.maintenance.batch_job import maintenance_batch_job
-from icepack_dagster.defs.maintenance.job import maintenance_job
+from icepack_dagster.defs.maintenance.batch_job import build_maintenance_batch_job
+from icepack_dagster.defs.maintenance.job import build_maintenance_job
+from icepack_dagster.defs.run_tags import deployment_tags, own_runs
 
 _WAITING = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING]
 
@@ -19,7 +20,11 @@ def build_fleet_sensor(platform: PlatformSettings) -> dg.RunStatusSensorDefiniti
     @dg.run_status_sensor(
         name="fleet_refresh_sensor",
         run_status=dg.DagsterRunStatus.SUCCESS,
-        monitored_jobs=[health_sync_job, maintenance_job, maintenance_batch_job],
+        monitored_jobs=[
+            health_sync_job,
+            build_maintenance_job(platform.deployment_name),
+            build_maintenance_batch_job(platform.deployment_name),
+        ],
         request_job=fleet_summary_job,
         default_status=default,
         minimum_interval_seconds=platform.maintenance_interval_seconds,
@@ -28,10 +33,10 @@ def build_fleet_sensor(platform: PlatformSettings) -> dg.RunStatusSensorDefiniti
     )
     def fleet_refresh_sensor(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
         waiting = context.instance.get_run_records(
-            filters=dg.RunsFilter(job_name=fleet_summary_job.name, statuses=_WAITING), limit=1
+            filters=own_runs(platform, _WAITING, job_name=fleet_summary_job.name), limit=1
         )
         if waiting:
             return dg.SkipReason("a fleet refresh is already waiting to start; it will include this run")
-        return dg.RunRequest(run_key=f"fleet:{context.dagster_run.run_id}")
+        return dg.RunRequest(run_key=f"fleet:{context.dagster_run.run_id}", tags=deployment_tags(platform))
 
     return fleet_refresh_sensor

@@ -3,9 +3,9 @@
 
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest, latest_per_partition, metadata_of, new_materializations
-from icepack_dagster.defs.maintenance.maintained_table import maintained_table
 from icepack_dagster.defs.materialization_codec import (
     decode_fleet,
     decode_health,
@@ -13,9 +13,8 @@ from icepack_dagster.defs.materialization_codec import (
     decode_status,
     fleet_metadata,
 )
-from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.run_tags import runs_maintaining
+from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, runs_maintaining
 from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.model import HealthState, TableHealth
@@ -32,8 +31,10 @@ _RUNNING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 _PAGE = 1000
 
 
-def _maintenance_runs(instance: dg.DagsterInstance, statuses: list[dg.DagsterRunStatus]) -> int:
-    return len(runs_maintaining(instance, statuses))
+def _maintenance_runs(
+    instance: dg.DagsterInstance, platform: PlatformSettings, statuses: list[dg.DagsterRunStatus]
+) -> int:
+    return len(runs_maintaining(instance, platform, statuses))
 
 
 def _healths(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, TableHealth]:
@@ -89,7 +90,7 @@ def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> t
     return files, size, seen
 
 
-@dg.asset(deps=[TABLE_HEALTH, maintained_table], group_name="fleet", kinds={"iceberg"})
+@dg.asset(deps=[TABLE_HEALTH, MAINTAINED_TABLE], group_name="fleet", kinds={"iceberg"})
 def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -> dg.MaterializeResult:
     """Tables by health state, maintenance pending and running, the tables that need attention
     (unhealthy or quarantined, as a sortable table with their sizes), and files and bytes reclaimed so
@@ -98,7 +99,9 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     Grain: one materialization per refresh, after each health sync or maintenance run.
     """
     instance = context.instance
-    partitions = list(instance.get_dynamic_partitions(PARTITIONS_NAME))
+    platform = icepack.settings.platform
+    claim_run(context, platform, OBSERVATION)
+    partitions = list(instance.get_dynamic_partitions(platform.partitions_name))
     healths = _healths(instance, partitions)
     states = _states(partitions, healths)
     quarantined = _quarantined(icepack.engine, instance, partitions)
@@ -111,8 +114,8 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         tables=len(partitions),
         by_state={s: sum(1 for v in states.values() if v is s) for s in HealthState},
         table_states=states,
-        maintenance_queued=_maintenance_runs(instance, _QUEUED),
-        maintenance_running=_maintenance_runs(instance, _RUNNING),
+        maintenance_queued=_maintenance_runs(instance, platform, _QUEUED),
+        maintenance_running=_maintenance_runs(instance, platform, _RUNNING),
         quarantined=quarantined,
         files_reclaimed_total=files,
         bytes_reclaimed_total=size,

@@ -15,9 +15,8 @@ from pydantic import Field
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.health_sync.table_sync import sync_tables
-from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.run_tags import batch_tags, observation_tags
+from icepack_dagster.defs.run_tags import OBSERVATION, batch_tags, claim_run, observation_tags
 from icepack_dagster.domain.health.sync_writes import SyncWrites
 
 # A schedule or sensor on this op job is not linked to assets by Dagster (only asset jobs are), so each
@@ -44,7 +43,9 @@ def sync_tables_op(
     context: dg.OpExecutionContext, config: HealthSyncConfig, icepack: IcepackResource
 ) -> None:
     """Measure and judge a batch of tables and record their `table_status` and `table_health`."""
-    current = set(context.instance.get_dynamic_partitions(PARTITIONS_NAME))
+    platform = icepack.settings.platform
+    claim_run(context, platform, OBSERVATION)
+    current = set(context.instance.get_dynamic_partitions(platform.partitions_name))
     unknown = [table for table in config.tables if table not in current]
     if unknown:
         context.log.warning(
@@ -85,10 +86,15 @@ def run_config_tables(run_config: Mapping[str, Any]) -> list[str]:
 
 
 def health_sync_requests(
-    partitions: Sequence[str], batch_size: int, run_key_prefix: str, writes: SyncWrites = "changes"
+    partitions: Sequence[str],
+    batch_size: int,
+    run_key_prefix: str,
+    writes: SyncWrites = "changes",
+    tags: Mapping[str, str] | None = None,
 ) -> list[dg.RunRequest]:
-    """Run requests covering `partitions` (contiguous in partition order) in batches; `writes` says
-    whether each run writes only tables that changed (the default) or every table."""
+    """Run requests covering `partitions` (contiguous in partition order) in batches, each with `tags`
+    (the deployment's); `writes` says whether each run writes only tables that changed (the default)
+    or every table."""
     requests = []
     for index, start in enumerate(range(0, len(partitions), batch_size)):
         batch = partitions[start : start + batch_size]
@@ -97,7 +103,7 @@ def health_sync_requests(
                 run_key=f"{run_key_prefix}:{index}",
                 job_name=health_sync_job.name,
                 run_config=health_sync_run_config(list(batch), writes),
-                tags=batch_tags(batch),
+                tags={**(tags or {}), **batch_tags(batch)},
             )
         )
     return requests

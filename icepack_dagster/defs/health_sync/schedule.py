@@ -19,8 +19,7 @@ from icepack_dagster.defs.health_sync.job import (
     health_sync_requests,
     run_config_tables,
 )
-from icepack_dagster.defs.partitions import PARTITIONS_NAME
-from icepack_dagster.defs.run_tags import SCHEDULE_NAME_TAG
+from icepack_dagster.defs.run_tags import SCHEDULE_NAME_TAG, deployment_tags, own_runs
 
 SCHEDULE_NAME = "health_sync_schedule"
 # Every status of a run that has not ended (a run Dagster will retry ends, and its retry is queued).
@@ -33,12 +32,12 @@ UNFINISHED = (
 )
 
 
-def unfinished_scheduled_tables(instance: dg.DagsterInstance) -> tuple[set[str], int]:
+def unfinished_scheduled_tables(
+    instance: dg.DagsterInstance, platform: PlatformSettings
+) -> tuple[set[str], int]:
     """(the tables of this schedule's health-sync runs that are queued or running, how many runs)."""
     runs = instance.get_runs(
-        dg.RunsFilter(
-            job_name=health_sync_job.name, statuses=list(UNFINISHED), tags={SCHEDULE_NAME_TAG: SCHEDULE_NAME}
-        )
+        own_runs(platform, UNFINISHED, {SCHEDULE_NAME_TAG: SCHEDULE_NAME}, job_name=health_sync_job.name)
     )
     return {table for run in runs for table in run_config_tables(run.run_config)}, len(runs)
 
@@ -58,14 +57,18 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
         metadata=HEALTH_SYNC_MATERIALIZES,
     )
     def health_sync_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
-        partitions = list(context.instance.get_dynamic_partitions(PARTITIONS_NAME))
+        partitions = list(context.instance.get_dynamic_partitions(platform.partitions_name))
         if not partitions:
             return dg.SkipReason("no tables yet: the discovery sensor adds them as iceberg_tables partitions")
         tick = context.scheduled_execution_time.isoformat()
         requests = health_sync_requests(
-            partitions, platform.health_sync_batch_size, f"health-sync:{tick}", platform.health_sync_writes
+            partitions,
+            platform.health_sync_batch_size,
+            f"health-sync:{tick}",
+            platform.health_sync_writes,
+            deployment_tags(platform),
         )
-        pending, runs = unfinished_scheduled_tables(context.instance)
+        pending, runs = unfinished_scheduled_tables(context.instance, platform)
         ready = [r for r in requests if pending.isdisjoint(run_config_tables(r.run_config))]
         if len(ready) == len(requests):
             return requests

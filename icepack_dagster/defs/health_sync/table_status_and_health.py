@@ -8,50 +8,62 @@ which does the same work through `table_sync.sync_tables` without planning a mat
 partition (see bench/HISTORY.md).
 """
 
+import functools
+
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.health_sync.table_sync import sync_tables
 from icepack_dagster.defs.materialization_codec import HEALTH_CHECK, HEALTH_CHECK_DESCRIPTION
-from icepack_dagster.defs.partitions import TABLE_PARTITIONS
+from icepack_dagster.defs.partitions import tables_partitions
 from icepack_dagster.defs.resources import IcepackResource
-
-_STATUS_SPEC = dg.AssetSpec(
-    TABLE_STATUS,
-    partitions_def=TABLE_PARTITIONS,
-    group_name="iceberg_tables",
-    kinds={"iceberg"},
-    skippable=True,
-    description="File, manifest and snapshot facts of one Iceberg table, read from its metadata alone. "
-    "A table whose metadata cannot be read is recorded with `status_error` (its health is `unknown`).",
-)
-_HEALTH_SPEC = dg.AssetSpec(
-    TABLE_HEALTH,
-    partitions_def=TABLE_PARTITIONS,
-    deps=[TABLE_STATUS],
-    group_name="iceberg_tables",
-    kinds={"iceberg"},
-    skippable=True,
-    description="Healthy, warning, critical or unknown, with each issue explained; the maintenance "
-    "sensor reads it. Unknown (never healthy) when the status could not be measured. Its `healthy` "
-    "check fails for every unhealthy table (WARN for warning, ERROR for critical or unknown).",
-)
-HEALTH_CHECK_SPEC = dg.AssetCheckSpec(
-    HEALTH_CHECK, asset=TABLE_HEALTH, partitions_def=TABLE_PARTITIONS, description=HEALTH_CHECK_DESCRIPTION
-)
+from icepack_dagster.defs.run_tags import OBSERVATION, claim_run
 
 
-@dg.multi_asset(
-    specs=[_STATUS_SPEC, _HEALTH_SPEC],
-    check_specs=[HEALTH_CHECK_SPEC],
-    # A range of tables cannot return one check result per table, so the check results are logged
-    # events; Dagster treats a check output as optional only when the step can be subset.
-    can_subset=True,
-    partitions_def=TABLE_PARTITIONS,
-    backfill_policy=dg.BackfillPolicy.single_run(),
-)
-def table_status_and_health(context: dg.AssetExecutionContext, icepack: IcepackResource):  # type: ignore[no-untyped-def]
-    """Measure and judge the selected tables; write a `table_status` and a `table_health`
-    materialization and a `healthy` check result for each."""
-    sync_tables(context, icepack, context.partition_keys, only_changes=False)
-    yield from ()
+@functools.cache
+def build_table_status_and_health(deployment_name: str) -> dg.AssetsDefinition:
+    """The multi-asset over the deployment's partitions definition (one definition per deployment name)."""
+    tables = tables_partitions(PlatformSettings(deployment_name=deployment_name))
+    status_spec = dg.AssetSpec(
+        TABLE_STATUS,
+        partitions_def=tables,
+        group_name="iceberg_tables",
+        kinds={"iceberg"},
+        skippable=True,
+        description="File, manifest and snapshot facts of one Iceberg table, read from its metadata alone. "
+        "A table whose metadata cannot be read is recorded with `status_error` (its health is `unknown`).",
+    )
+    health_spec = dg.AssetSpec(
+        TABLE_HEALTH,
+        partitions_def=tables,
+        deps=[TABLE_STATUS],
+        group_name="iceberg_tables",
+        kinds={"iceberg"},
+        skippable=True,
+        description="Healthy, warning, critical or unknown, with each issue explained; the maintenance "
+        "sensor reads it. Unknown (never healthy) when the status could not be measured. Its `healthy` "
+        "check fails for every unhealthy table (WARN for warning, ERROR for critical or unknown).",
+    )
+    check_spec = dg.AssetCheckSpec(
+        HEALTH_CHECK, asset=TABLE_HEALTH, partitions_def=tables, description=HEALTH_CHECK_DESCRIPTION
+    )
+
+    @dg.multi_asset(
+        name="table_status_and_health",
+        specs=[status_spec, health_spec],
+        check_specs=[check_spec],
+        # A range of tables cannot return one check result per table, so the check results are logged
+        # events; Dagster treats a check output as optional only when the step can be subset.
+        can_subset=True,
+        partitions_def=tables,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+    )
+    def table_status_and_health(context: dg.AssetExecutionContext, icepack: IcepackResource):  # type: ignore[no-untyped-def]
+        """Measure and judge the selected tables; write a `table_status` and a `table_health`
+        materialization and a `healthy` check result for each."""
+        claim_run(context, icepack.settings.platform, OBSERVATION)
+        sync_tables(context, icepack, context.partition_keys, only_changes=False)
+        yield from ()
+
+    return table_status_and_health

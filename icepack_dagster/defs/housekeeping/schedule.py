@@ -1,9 +1,11 @@
-"""The housekeeping schedule: once a day by default (`housekeeping_cron`), one `housekeeping` run."""
+"""The housekeeping schedule: once a day by default (`housekeeping_cron`), one `housekeeping` run. It
+deletes runs only when `delete_old_runs` is on, and then only this deployment's own."""
 
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.housekeeping.job import housekeeping_job
+from icepack_dagster.defs.run_tags import deployment_tags
 
 
 def build_housekeeping_schedule(platform: PlatformSettings) -> dg.ScheduleDefinition:
@@ -13,6 +15,11 @@ def build_housekeeping_schedule(platform: PlatformSettings) -> dg.ScheduleDefini
         cron_schedule=platform.housekeeping_cron,
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus(platform.default_status),
-        description=f"Deletes finished runs older than {platform.run_retention_days} days and prunes "
-        "maintenance history, daily.",
+        tags=deployment_tags(platform),
+        description="Prunes maintenance history daily"
+        + (
+            f" and deletes this deployment's finished runs older than {platform.run_retention_days} days."
+            if platform.delete_old_runs
+            else "; deletes no run (delete_old_runs is off)."
+        ),
     )

@@ -8,6 +8,7 @@ lists its tables in its run config and in the `icepack/batch_tables` tag, which 
 sensor reads to leave those tables alone while the run is queued or running.
 """
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -25,16 +26,17 @@ from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.defs.run_tags import (
     KIND_TAG,
     MAINTENANCE,
-    MAINTENANCE_POOL,
     MAX_RETRIES_TAG,
     RETRY_ON_FAILURE_TAG,
     batch_tags,
+    deployment_tags,
 )
 from icepack_dagster.domain.decisions.maintenance_batches import PlannedRun, is_small, plan_runs
 from icepack_dagster.domain.decisions.maintenance_selection import Decision
 
 BATCH_TABLES_TAG = "icepack/batch_tables"
 BATCH_JOB = "maintenance_batch"
+MAINTAIN_TABLES_OP = "maintain_tables"
 
 
 class MaintenanceBatchConfig(dg.Config):
@@ -43,7 +45,6 @@ class MaintenanceBatchConfig(dg.Config):
     tables: list[str] = Field(min_length=1, description="Tables to maintain: iceberg_tables partition keys")
 
 
-@dg.op(name="maintain_tables", pool=MAINTENANCE_POOL)  # the same cap as one-table maintenance runs
 def maintain_tables_op(
     context: dg.OpExecutionContext,
     config: MaintenanceBatchConfig,
@@ -55,16 +56,25 @@ def maintain_tables_op(
     maintain_batch(context, icepack, spark, config.tables)
 
 
-@dg.job(
-    name=BATCH_JOB,
-    tags={KIND_TAG: MAINTENANCE},
-    executor_def=dg.in_process_executor,  # one op: a step process would add a Python start and an import
-    description="Recommend and run maintenance for several small tables in one run and one Spark "
-    "session (run config: tables); per table a maintenance_recommendation and a maintained_table "
-    "materialization and a healthy_after_maintenance result.",
-)
-def maintenance_batch_job() -> None:
-    maintain_tables_op()
+@functools.cache
+def build_maintenance_batch_job(deployment_name: str) -> dg.JobDefinition:
+    """The job whose op holds a slot of the deployment's maintenance pool, the same cap as one-table
+    maintenance runs (one definition per deployment name)."""
+    platform = PlatformSettings(deployment_name=deployment_name)
+    maintain = dg.op(name=MAINTAIN_TABLES_OP, pool=platform.maintenance_pool)(maintain_tables_op)
+
+    @dg.job(
+        name=BATCH_JOB,
+        tags={KIND_TAG: MAINTENANCE} | deployment_tags(platform),
+        executor_def=dg.in_process_executor,  # one op: a step process would add a Python start and an import
+        description="Recommend and run maintenance for several small tables in one run and one Spark "
+        "session (run config: tables); per table a maintenance_recommendation and a maintained_table "
+        "materialization and a healthy_after_maintenance result.",
+    )
+    def maintenance_batch_job() -> None:
+        maintain()
+
+    return maintenance_batch_job
 
 
 def batch_tables(tags: Mapping[str, str]) -> list[str]:
@@ -96,7 +106,7 @@ def batch_run_request(run: PlannedRun) -> dg.RunRequest:
 
 
 def batch_run_config(tables: list[str]) -> dict[str, Any]:
-    return {"ops": {maintain_tables_op.name: {"config": {"tables": tables}}}}
+    return {"ops": {MAINTAIN_TABLES_OP: {"config": {"tables": tables}}}}
 
 
 def plan_batches(

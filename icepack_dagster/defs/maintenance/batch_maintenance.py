@@ -34,7 +34,7 @@ from icepack_dagster.defs.maintenance.health_after_check import (
 )
 from icepack_dagster.defs.maintenance.maintenance_recommendation import recommend_now
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_health, maintenance_metadata
-from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
+from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
@@ -53,7 +53,7 @@ def maintain_batch(
     context: dg.OpExecutionContext, icepack: IcepackResource, spark: SparkResource, tables: Sequence[str]
 ) -> dict[str, str]:
     """Maintain `tables` in order; returns each table's outcome."""
-    current = set(context.instance.get_dynamic_partitions(PARTITIONS_NAME))
+    current = set(context.instance.get_dynamic_partitions(icepack.settings.platform.partitions_name))
     engine = icepack.maintenance_engine(spark)
     workers = min(icepack.settings.platform.maintenance_batch_workers, len(tables))
 

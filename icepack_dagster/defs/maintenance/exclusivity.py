@@ -1,24 +1,25 @@
-"""One maintenance per table, also for runs that never pass the run queue.
+"""One maintenance per table, whoever launched it, without any instance-wide tag limit.
 
-The queued run coordinator's `dagster/partition` limit is the guard for every queued run (Dagster
-tags each one-partition run with its partition, whoever launches it). A run executed in process
-(`dagster asset materialize`, `execute_in_process`) or an instance without the queued coordinator is
-not held by it; so `maintained_table` checks the
-instance before it touches Spark: when another run of the same table is inside its own
-`maintained_table` step and entered it first (lower event storage id), this run refuses. Of two
-overlapping runs, the later one refuses; the queue stays the guard that never lets both start.
+icepack asks nothing of the run queue for this (a limit on `dagster/partition` would hold every other
+team's one-partition runs too). The table's lease in icepack's state database is the guard: a
+maintenance holds it while it plans and runs (`store/table_lease.py`), and a second one ends
+`deferred`. Before that, `maintained_table` checks the instance: when another run of this
+deployment (found by the maintenance pool's tag, `run_tags.pool_runs`) is inside its own
+`maintained_table` step for the same table and entered it first (lower event storage id), this run
+refuses, so of two overlapping runs the later one refuses before it reads anything.
 
-The same holds for the maintenance cap: the `icepack_maintenance` pool holds queued runs, but a run
-that never passed the queue (no `RUN_ENQUEUED` event) is counted here, and refuses when
-`max_maintenance_in_flight` other maintenances are already inside their step.
+The maintenance cap is the deployment's pool: it holds queued runs, but a run that never passed the
+queue (no `RUN_ENQUEUED` event: `dagster asset materialize`, `execute_in_process`) is counted here,
+and refuses when `max_maintenance_in_flight` other maintenances are already inside their step.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.maintenance.batch_job import BATCH_TABLES_TAG
-from icepack_dagster.defs.run_tags import PARTITION_TAG, TABLE_TAG, runs_maintaining
+from icepack_dagster.defs.run_tags import PARTITION_TAG, TABLE_TAG, pool_runs, runs_maintaining
 
 MAINTAINED_STEP = "maintained_table"
 _STEP_EVENTS = {
@@ -39,14 +40,17 @@ def _open_step_start(instance: dg.DagsterInstance, run_id: str) -> int | None:
     return opened
 
 
-def earlier_maintenance(instance: dg.DagsterInstance, run_id: str, partition: str) -> str | None:
-    """The id of another run that is maintaining `partition` right now and began before `run_id`."""
+def earlier_maintenance(
+    instance: dg.DagsterInstance, platform: PlatformSettings, run_id: str, partition: str
+) -> str | None:
+    """The id of another run of this deployment that is maintaining `partition` right now and began
+    before `run_id`."""
     mine = _open_step_start(instance, run_id)
     if mine is None:
         return None
     others: set[str] = set()
     for tags in ({TABLE_TAG: partition}, {PARTITION_TAG: partition}):
-        filters = dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.STARTED])
+        filters = pool_runs(platform, [dg.DagsterRunStatus.STARTED], tags)
         others |= {r.dagster_run.run_id for r in instance.get_run_records(filters=filters)}
     others.discard(run_id)
     earlier = []
@@ -57,10 +61,12 @@ def earlier_maintenance(instance: dg.DagsterInstance, run_id: str, partition: st
     return min(earlier)[1] if earlier else None
 
 
-def refuse_concurrent_maintenance(context: dg.AssetExecutionContext, partition: str) -> None:
+def refuse_concurrent_maintenance(
+    context: dg.AssetExecutionContext, platform: PlatformSettings, partition: str
+) -> None:
     """Raises `dg.Failure` (no retry, nothing recorded in the maintenance history) when another run is
     maintaining the table: two maintenances of one table never run at once."""
-    other = earlier_maintenance(context.instance, context.run.run_id, partition)
+    other = earlier_maintenance(context.instance, platform, context.run.run_id, partition)
     if other is None:
         return
     raise dg.Failure(
@@ -77,9 +83,9 @@ def _passed_the_queue(instance: dg.DagsterInstance, run_id: str) -> bool:
     return bool(enqueued.records)
 
 
-def maintaining_now(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+def maintaining_now(instance: dg.DagsterInstance, platform: PlatformSettings, run_id: str) -> list[str]:
     """Other runs maintaining a table right now: inside their `maintained_table` step, or a batch run."""
-    started = runs_maintaining(instance, [dg.DagsterRunStatus.STARTED])
+    started = runs_maintaining(instance, platform, [dg.DagsterRunStatus.STARTED])
     return sorted(
         run.run_id
         for run in started
@@ -88,12 +94,16 @@ def maintaining_now(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     )
 
 
-def refuse_beyond_the_cap(context: dg.AssetExecutionContext, partition: str, cap: int) -> None:
-    """Raises `dg.Failure` (no retry, nothing recorded) when this run bypassed the queue while `cap`
-    maintenances already run: the cap holds for in-process runs too, which cannot wait in the queue."""
+def refuse_beyond_the_cap(
+    context: dg.AssetExecutionContext, platform: PlatformSettings, partition: str
+) -> None:
+    """Raises `dg.Failure` (no retry, nothing recorded) when this run bypassed the queue while the cap's
+    number of maintenances already run: the cap holds for in-process runs too, which cannot wait in the
+    queue."""
     if _passed_the_queue(context.instance, context.run.run_id):
         return
-    others = maintaining_now(context.instance, context.run.run_id)
+    cap = platform.max_maintenance_in_flight
+    others = maintaining_now(context.instance, platform, context.run.run_id)
     if len(others) < cap:
         return
     raise dg.Failure(

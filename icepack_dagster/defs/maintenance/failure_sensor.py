@@ -27,9 +27,9 @@ import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
-from icepack_dagster.defs.maintenance.batch_job import batch_tables, maintain_tables_op
+from icepack_dagster.defs.maintenance.batch_job import MAINTAIN_TABLES_OP, batch_tables
 from icepack_dagster.defs.maintenance.exclusivity import MAINTAINED_STEP
-from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
+from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import PARTITION_TAG
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
@@ -37,7 +37,7 @@ from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 WORKER_DIED = "the run worker died without recording an outcome"
 # The error class Dagster's multiprocess executor reports for a step process that died (killed, OOM).
 _STEP_PROCESS_CRASH = "ChildProcessCrashException"
-_MAINTENANCE_STEPS = (MAINTAINED_STEP, maintain_tables_op.name)
+_MAINTENANCE_STEPS = (MAINTAINED_STEP, MAINTAIN_TABLES_OP)
 
 
 def _maintenance_started(instance: dg.DagsterInstance, run_id: str) -> bool:
@@ -48,12 +48,12 @@ def _maintenance_started(instance: dg.DagsterInstance, run_id: str) -> bool:
     return any(event is not None and event.step_key in _MAINTENANCE_STEPS for event in events)
 
 
-def _tables_of(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:
+def _tables_of(instance: dg.DagsterInstance, platform: PlatformSettings, run: dg.DagsterRun) -> list[str]:
     """The tables the run maintained: its partition, or a batch run's tables, that are still
     discovered tables (a table dropped meanwhile has no history to keep)."""
     partition = run.tags.get(PARTITION_TAG)
     tables = [partition] if partition is not None else batch_tables(run.tags)
-    current = set(instance.get_dynamic_partitions(PARTITIONS_NAME)) if tables else set()
+    current = set(instance.get_dynamic_partitions(platform.partitions_name)) if tables else set()
     return [table for table in tables if table in current]
 
 
@@ -108,7 +108,7 @@ def build_maintenance_failure_sensor(platform: PlatformSettings) -> dg.SensorDef
         context: dg.RunFailureSensorContext, icepack: IcepackResource
     ) -> dg.SkipReason | None:
         run = context.dagster_run
-        tables = _tables_of(context.instance, run)
+        tables = _tables_of(context.instance, platform, run)
         times = _run_times(context.instance, run.run_id)
         if not tables or times is None or not _maintenance_started(context.instance, run.run_id):
             return dg.SkipReason(f"run {run.run_id} never maintained a table: nothing to record")

@@ -1,7 +1,10 @@
 """`maintained_table`: the table after its recommended maintenance ran on Spark."""
 
+import functools
+
 import dagster as dg
 
+from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.maintenance.exclusivity import refuse_beyond_the_cap, refuse_concurrent_maintenance
@@ -11,13 +14,12 @@ from icepack_dagster.defs.maintenance.health_after_check import (
     nothing_ran_check,
 )
 from icepack_dagster.defs.maintenance.maintenance_config import MaintenanceConfig
-from icepack_dagster.defs.maintenance.maintenance_recommendation import maintenance_recommendation
 from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.maintenance.unreferenced_report import unreferenced_metadata
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommendation, maintenance_metadata
-from icepack_dagster.defs.partitions import TABLE_PARTITIONS
+from icepack_dagster.defs.partitions import tables_partitions
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
-from icepack_dagster.defs.run_tags import MAINTENANCE_POOL, OUTCOME_TAG
+from icepack_dagster.defs.run_tags import MAINTENANCE, OUTCOME_TAG, claim_run
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation
@@ -33,21 +35,31 @@ def _this_runs_recommendation(context: dg.AssetExecutionContext) -> Recommendati
     return decode_recommendation(metadata_of(record))
 
 
-@dg.asset(
-    partitions_def=TABLE_PARTITIONS,
-    deps=[maintenance_recommendation],
-    group_name="iceberg_tables",
-    kinds={"iceberg", "spark"},
-    pool=MAINTENANCE_POOL,
-    check_specs=[
-        dg.AssetCheckSpec(
-            HEALTH_AFTER_CHECK,
-            asset=MAINTAINED_TABLE,
-            partitions_def=TABLE_PARTITIONS,  # one result per table, not one overwriting the last
-            description="Health measured right after maintenance; warns when the table is still unhealthy",
-        )
-    ],
-)
+@functools.cache
+def build_maintained_table(deployment_name: str) -> dg.AssetsDefinition:
+    """The asset over the deployment's partitions, holding a slot of its maintenance pool (one
+    definition per deployment name)."""
+    platform = PlatformSettings(deployment_name=deployment_name)
+    tables = tables_partitions(platform)
+    return dg.asset(
+        name=MAINTAINED_TABLE.path[-1],
+        partitions_def=tables,
+        deps=[MAINTENANCE_RECOMMENDATION],
+        group_name="iceberg_tables",
+        kinds={"iceberg", "spark"},
+        pool=platform.maintenance_pool,
+        check_specs=[
+            dg.AssetCheckSpec(
+                HEALTH_AFTER_CHECK,
+                asset=MAINTAINED_TABLE,
+                partitions_def=tables,  # one result per table, not one overwriting the last
+                description="Health measured right after maintenance; warns when the table is still "
+                "unhealthy",
+            )
+        ],
+    )(maintained_table)
+
+
 def maintained_table(
     context: dg.AssetExecutionContext,
     config: MaintenanceConfig,
@@ -60,16 +72,17 @@ def maintained_table(
     `actions`.
 
     Grain: one materialization per maintenance run of the table (one table per run). Whoever launches
-    it, the run queue holds it while another run of the table runs (`dagster/partition`) or the
-    `icepack_maintenance` pool is full; a run that bypassed the queue refuses while another run
-    maintains the table. A partition key that is not a discovered table is refused. A failed action
-    fails the run, is recorded in history, and after `quarantine_after_failures` failures in a row the
-    table is quarantined. The outcome, and why nothing ran when nothing did, heads the metadata and is
-    the run's `icepack/outcome` tag.
+    it, the run queue holds it while the deployment's maintenance pool is full; while another run
+    maintains the table, it refuses, or ends `deferred` when the table's lease is held. A partition key
+    that is not a discovered table is refused. A failed action fails the run, is recorded in history,
+    and after `quarantine_after_failures` failures in a row the table is quarantined. The outcome, and
+    why nothing ran when nothing did, heads the metadata and is the run's `icepack/outcome` tag.
     """
+    platform = icepack.settings.platform
+    claim_run(context, platform, MAINTENANCE, context.partition_key)
     key = discovered_table(context, icepack.engine)
-    refuse_concurrent_maintenance(context, context.partition_key)
-    refuse_beyond_the_cap(context, context.partition_key, icepack.settings.platform.max_maintenance_in_flight)
+    refuse_concurrent_maintenance(context, platform, context.partition_key)
+    refuse_beyond_the_cap(context, platform, context.partition_key)
     engine = icepack.maintenance_engine(spark)
     judged = engine.maintain_and_judge(
         key,

@@ -1,12 +1,16 @@
 """`maintenance_recommendation`: what one table should get now, and why each other action is left out."""
 
+import functools
+
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.defs.asset_keys import MAINTENANCE_RECOMMENDATION, TABLE_HEALTH
 from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.materialization_codec import Metadata, recommendation_metadata
-from icepack_dagster.defs.partitions import TABLE_PARTITIONS
+from icepack_dagster.defs.partitions import tables_partitions
 from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.run_tags import MAINTENANCE, claim_run
 from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.history import TableHistory
@@ -17,12 +21,19 @@ from icepack_dagster.engine import TABLE_GONE, Engine
 from icepack_dagster.exceptions import TableNotFoundError
 
 
-@dg.asset(
-    partitions_def=TABLE_PARTITIONS,
-    deps=[TABLE_HEALTH],
-    group_name="iceberg_tables",
-    kinds={"iceberg"},
-)
+@functools.cache
+def build_maintenance_recommendation(deployment_name: str) -> dg.AssetsDefinition:
+    """The asset over the deployment's partitions (one definition per deployment name)."""
+    platform = PlatformSettings(deployment_name=deployment_name)
+    return dg.asset(
+        name=MAINTENANCE_RECOMMENDATION.path[-1],
+        partitions_def=tables_partitions(platform),
+        deps=[TABLE_HEALTH],
+        group_name="iceberg_tables",
+        kinds={"iceberg"},
+    )(maintenance_recommendation)
+
+
 def maintenance_recommendation(
     context: dg.AssetExecutionContext, icepack: IcepackResource
 ) -> dg.MaterializeResult:
@@ -35,6 +46,7 @@ def maintenance_recommendation(
     discovered table is refused before anything is read.
     """
     engine = icepack.engine
+    claim_run(context, icepack.settings.platform, MAINTENANCE, context.partition_key)
     key = discovered_table(context, engine)
     recommendation, metadata = recommend_now(engine, key, context.log)
     if recommendation is not None:

@@ -25,13 +25,13 @@ from icepack_dagster.defs.event_reads import (
 from icepack_dagster.defs.maintenance.batch_job import (
     batch_run_request,
     batch_tables,
-    maintenance_batch_job,
+    build_maintenance_batch_job,
     plan_batches,
 )
-from icepack_dagster.defs.maintenance.job import maintenance_job
+from icepack_dagster.defs.maintenance.job import MAINTENANCE_JOB, build_maintenance_job
 from icepack_dagster.defs.maintenance.tick_judge import TickJudge, judge_pending
+from icepack_dagster.defs.maintenance_pool import pool_limit_problem
 from icepack_dagster.defs.materialization_codec import decode_health
-from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import maintenance_tags, runs_maintaining, table_of_run
 from icepack_dagster.domain.clock import utc_now
@@ -132,7 +132,7 @@ def _orphan_sweep(
 def _run_request(decision: Decision) -> dg.RunRequest:
     return dg.RunRequest(
         run_key=run_key(decision.partition, decision.health_storage_id),
-        job_name=maintenance_job.name,
+        job_name=MAINTENANCE_JOB,
         partition_key=decision.partition,
         tags={**maintenance_tags(decision.partition, decision.health_storage_id), **decision.run_tags},
     )
@@ -161,7 +161,11 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
 
     @dg.sensor(
         name="maintenance_sensor",
-        jobs=[maintenance_job, maintenance_batch_job],  # batch runs: maintenance_batch_size > 1
+        # batch runs: maintenance_batch_size > 1
+        jobs=[
+            build_maintenance_job(platform.deployment_name),
+            build_maintenance_batch_job(platform.deployment_name),
+        ],
         minimum_interval_seconds=platform.maintenance_interval_seconds,
         default_status=default,
         description=f"Launches maintenance for unhealthy tables, most valuable first: at most "
@@ -169,13 +173,16 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     )
     def maintenance_sensor(context: dg.SensorEvaluationContext, icepack: IcepackResource) -> dg.SensorResult:
         instance = context.instance
+        problem = pool_limit_problem(instance, platform)
+        if problem is not None:
+            context.log.warning(problem)
         cursor = decode_cursor(MaintenanceCursor, context.cursor)
         after, pending, read = _read_new_health(instance, cursor, platform.health_events_per_tick)
-        ordered = list(instance.get_dynamic_partitions(PARTITIONS_NAME))
+        ordered = list(instance.get_dynamic_partitions(platform.partitions_name))
         tables = set(ordered)
         pending = {p: v for p, v in pending.items() if p in tables}
         sweep_after, sweep_waiting = cursor.sweep_after, [p for p in cursor.sweep_waiting if p in tables]
-        in_flight = runs_maintaining(instance, IN_FLIGHT)  # the sensor's runs and manual ones alike
+        in_flight = runs_maintaining(instance, platform, IN_FLIGHT)  # the sensor's runs and manual ones alike
         slots = min(platform.maintenance_runs_per_tick, platform.max_maintenance_in_flight - len(in_flight))
 
         def result(skip: str | None, requests: list[dg.RunRequest] | None = None) -> dg.SensorResult:

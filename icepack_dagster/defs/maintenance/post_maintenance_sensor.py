@@ -19,7 +19,7 @@ from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.health_sync.job import health_sync_job, health_sync_run_config
 from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB
 from icepack_dagster.defs.materialization_codec import OUTCOME
-from icepack_dagster.defs.run_tags import batch_tags
+from icepack_dagster.defs.run_tags import batch_tags, deployment_tags
 
 _UNCHANGED = {"dry_run", "nothing_to_do"}
 
@@ -65,7 +65,7 @@ def build_post_maintenance_sensor(platform: PlatformSettings) -> dg.RunStatusSen
         return dg.RunRequest(
             run_key=f"post-maintenance:{run_id}",
             run_config=health_sync_run_config(changed, "all"),
-            tags=batch_tags(changed),
+            tags=deployment_tags(platform) | batch_tags(changed),
         )
 
     return post_maintenance_health_sensor

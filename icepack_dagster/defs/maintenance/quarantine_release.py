@@ -4,7 +4,7 @@ import dagster as dg
 from pydantic import Field
 
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.run_tags import KIND_TAG
+from icepack_dagster.defs.run_tags import KIND_TAG, claim_run
 
 
 class ReleaseQuarantineConfig(dg.Config):
@@ -16,6 +16,7 @@ def release_quarantine(
     context: dg.OpExecutionContext, config: ReleaseQuarantineConfig, icepack: IcepackResource
 ) -> None:
     """Resets a quarantined table's failure count, so the maintenance sensor considers it again."""
+    claim_run(context, icepack.settings.platform, "operator")
     engine = icepack.engine
     key = engine.resolve(config.table)
     before = engine.history(key)

@@ -36,7 +36,8 @@ class TickJudge:
     def hours_since_last_run(self, partition: str, history: TableHistory) -> float | None:
         """Since the table's last maintenance: its newest tagged run (one that did nothing included) or
         its last recorded outcome (a batch run's, a manual run's), whichever is newer."""
-        records = self.instance.get_run_records(filters=maintenance_runs(partition), limit=1)
+        own = maintenance_runs(self.engine.settings.platform, partition)
+        records = self.instance.get_run_records(filters=own, limit=1)
         moments = [records[0].create_timestamp] if records else []
         moments += [history.last_run_at] if history.last_run_at is not None else []
         return (self.now - max(moments)).total_seconds() / 3600 if moments else None

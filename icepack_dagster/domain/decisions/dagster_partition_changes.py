@@ -3,6 +3,8 @@ dynamic partitions; not the partitions of an Iceberg table), from the tables the
 partitions that exist: partitions to add, to remove (at most so many per tick), and the tables
 still owed a first health sync.
 
+Discovery only ever removes partitions of the catalogs it configures: a partition of any other
+catalog (one taken out of the configuration, or one written by someone else) is left alone.
 An outage must never delete a partition: a configured catalog that lists no managed table while
 partitions of it exist (an embedded catalog whose volume is not mounted is recreated empty; a REST
 catalog pointed at the wrong warehouse) is held as unavailable, and none of its partitions is removed.
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 
 from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.table.key import parse_table_key
+from icepack_dagster.exceptions import InvalidTableIdentifierError
 
 
 class DagsterPartitionChanges(FrozenModel):
@@ -54,9 +57,9 @@ def plan_dagster_partition_changes(
     over ticks)."""
     current = set(partitions)
     added = [t for t in tables if t not in current]
-    removed = sorted(current - set(tables))
+    removed = sorted(p for p in current - set(tables) if _catalog_of(p) in (*catalogs, None))
     held = _vanished_catalogs(removed, set(tables), catalogs)
-    removed = [p for p in removed if parse_table_key(p).catalog not in held]
+    removed = [p for p in removed if _catalog_of(p) not in held]
     deferred = max(0, len(removed) - removals_per_tick)
     gone = set(removed[:removals_per_tick])
     return DagsterPartitionChanges(
@@ -75,10 +78,19 @@ def _vanished_catalogs(removed: list[str], found: set[str], configured: Sequence
     listed = {parse_table_key(t).catalog for t in found}
     vanished: dict[str, int] = {}
     for partition in removed:
-        catalog = parse_table_key(partition).catalog
-        if catalog in configured and catalog not in listed:
+        catalog = _catalog_of(partition)
+        if catalog is not None and catalog in configured and catalog not in listed:
             vanished[catalog] = vanished.get(catalog, 0) + 1
     return vanished
+
+
+def _catalog_of(partition: str) -> str | None:
+    """The catalog a partition key names; None for a key that is no table key (typed by hand into the
+    Materialize dialog), which discovery removes."""
+    try:
+        return parse_table_key(partition).catalog
+    except InvalidTableIdentifierError:
+        return None
 
 
 def _added_since(partitions: Sequence[str], last: str | None) -> list[str]:

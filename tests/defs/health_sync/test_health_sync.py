@@ -21,7 +21,7 @@ from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.health_sync.job import health_sync_run_config
-from icepack_dagster.defs.health_sync.table_status_and_health import table_status_and_health
+from icepack_dagster.defs.health_sync.table_status_and_health import build_table_status_and_health
 from icepack_dagster.defs.health_sync.table_sync import SYNC_REASON
 from icepack_dagster.defs.materialization_codec import STATE, STATUS_ERROR, decode_status
 from icepack_dagster.defs.run_tags import BATCH_TAG, KIND_TAG, OBSERVATION, SCHEDULE_NAME_TAG
@@ -216,7 +216,8 @@ def test_sync_runs_plan_no_materialization_per_table_and_a_click_writes_both_ass
     assert checks == {(tables[0], True, warn), (tables[1], False, error)}
 
     clicked = dg.materialize(
-        [table_status_and_health], instance=instance, partition_key=tables[1], resources=defs.resources
+        [build_table_status_and_health("icepack")], instance=instance, partition_key=tables[1],
+        resources=defs.resources,
     )
     assert clicked.success and _planned_events(instance, clicked.run_id) == 2
     events = clicked.asset_materializations_for_node("table_status_and_health")

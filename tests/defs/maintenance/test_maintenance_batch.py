@@ -40,7 +40,7 @@ from icepack_dagster.defs.maintenance.batch_job import (
 from icepack_dagster.defs.maintenance.health_after_check import HEALTH_AFTER_CHECK
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommendation
 from icepack_dagster.defs.partitions import table_key
-from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE
+from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, MAINTENANCE_POOL
 from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER
 from icepack_dagster.domain.sizing.tiers import SizingTier
 from icepack_dagster.engine import Engine
@@ -229,7 +229,7 @@ def test_tables_of_a_batch_in_flight_wait_and_count_as_one_run_in_flight(
     busy, free = f"lake.{namespace}.busy", f"lake.{namespace}.free"
     seen: list[dg.SensorResult] = []
 
-    @dg.asset
+    @dg.asset(pool=MAINTENANCE_POOL)  # a batch run's op needs the maintenance pool
     def batch_in_flight() -> None:
         seen.append(evaluate_sensor(defs, "maintenance_sensor", instance))
 

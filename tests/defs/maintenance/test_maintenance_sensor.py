@@ -21,7 +21,14 @@ from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.partitions import TABLE_PARTITIONS
-from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, TABLE_TAG, maintenance_tags
+from icepack_dagster.defs.run_tags import (
+    KIND_TAG,
+    MAINTENANCE,
+    MAINTENANCE_POOL,
+    TABLE_TAG,
+    deployment_tags,
+    maintenance_tags,
+)
 from icepack_dagster.domain.decisions.maintenance_selection import order_candidates
 from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor
 from icepack_dagster.domain.table.key import parse_table_key
@@ -67,10 +74,11 @@ def fail_maintenance(settings: IcepackSettings, partition: str, times: int) -> N
 def evaluate_inside_a_run(
     defs: dg.Definitions, instance: dg.DagsterInstance, tags: dict[str, str]
 ) -> dg.SensorResult:
-    """Evaluate the sensor while a real run with `tags` is in progress (it counts as in flight)."""
+    """Evaluate the sensor while a real maintenance run with `tags` is in progress (it needs the
+    maintenance pool, as every maintenance run does, so it counts as in flight)."""
     seen: list[dg.SensorResult] = []
 
-    @dg.asset
+    @dg.asset(pool=MAINTENANCE_POOL)
     def busy_run() -> None:
         seen.append(evaluate_sensor(defs, SENSOR, instance))
 
@@ -135,9 +143,8 @@ def test_cadence_since_the_last_maintenance_run(
     def earlier_maintenance() -> None:
         return None
 
-    assert dg.materialize(
-        [earlier_maintenance], instance=instance, tags=maintenance_tags(key(namespace, "small"))
-    ).success
+    tags = maintenance_tags(key(namespace, "small")) | deployment_tags(PlatformSettings())
+    assert dg.materialize([earlier_maintenance], instance=instance, tags=tags).success
     result = evaluate_sensor(defs, SENSOR, instance)
     assert not result.run_requests
     assert (
@@ -177,7 +184,7 @@ def test_a_materialize_of_maintained_table_counts_in_flight_and_holds_its_table(
     table = key(namespace, "small")
     seen: dict[str, dg.SensorResult] = {}
 
-    @dg.asset(name=MAINTAINED_TABLE.path[-1], partitions_def=TABLE_PARTITIONS)
+    @dg.asset(name=MAINTAINED_TABLE.path[-1], partitions_def=TABLE_PARTITIONS, pool=MAINTENANCE_POOL)
     def manual_maintenance() -> None:  # stands in for the real asset: the run is what is judged
         seen["roomy"] = evaluate_sensor(roomy, SENSOR, instance)
         seen["capped"] = evaluate_sensor(capped, SENSOR, instance)

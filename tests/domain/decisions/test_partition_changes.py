@@ -1,7 +1,8 @@
-"""Contract: `plan_dagster_partition_changes` makes the partitions equal to the listed tables, in one tick or
-spread over ticks for a mass drop; a configured catalog that lists no managed table keeps its
-partitions (an outage is never a drop); partitions after the cursor's last one are owed a first sync,
-and every partition is when the cursor's position is unknown."""
+"""Contract: `plan_dagster_partition_changes` makes the partitions equal to the listed tables, in one
+tick or spread over ticks for a mass drop, and never removes a partition of a catalog it does not
+configure; a configured catalog that lists no managed table keeps its partitions (an outage is never a
+drop); partitions after the cursor's last one are owed a first sync, and every partition is when the
+cursor's position is unknown."""
 
 from __future__ import annotations
 
@@ -37,9 +38,15 @@ def test_a_catalog_listing_no_managed_table_keeps_its_partitions() -> None:
     assert "catalog 'pg' lists no managed table but 2 partition(s)" in changes.held_text()
 
 
-def test_partitions_of_an_unconfigured_catalog_are_removed() -> None:
-    changes = plan_dagster_partition_changes(["lake.a.t1"], ["lake.a.t1", "old.b.t1"], None, ["lake"], 100)
-    assert changes.removed == ("old.b.t1",) and changes.held == {}
+def test_partitions_of_a_catalog_it_does_not_configure_are_never_removed() -> None:
+    changes = plan_dagster_partition_changes(["lake.a.t1"], ["lake.a.t1", "other.b.t1"], None, ["lake"], 100)
+    assert changes.removed == () and changes.held == {}
+    assert changes.after == ("lake.a.t1", "other.b.t1")
+
+
+def test_a_key_that_is_no_table_key_is_removed() -> None:
+    changes = plan_dagster_partition_changes(["lake.a.t1"], ["lake.a.t1", "typo"], None, ["lake"], 100)
+    assert changes.removed == ("typo",)
 
 
 def test_partitions_after_the_cursor_are_owed_a_first_sync() -> None:

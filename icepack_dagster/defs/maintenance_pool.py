@@ -1,0 +1,76 @@
+"""The limit of the deployment's maintenance pool, stored in the Dagster instance for that pool alone.
+
+The pool (`PlatformSettings.maintenance_pool`) caps maintenance runs from every launch path; icepack
+asks for no instance-wide `pools.default_limit` (it would cap every other team's pools too). A pool
+without a stored limit is not limited at all, so the limit must be in the instance before any
+maintenance run of the deployment is queued: `set_pool_limit` stores it, and is run once where
+icepack starts, before the daemon (`python -m icepack_dagster.defs.maintenance_pool` in
+`scripts/demo`, or `dagster instance concurrency set` in the Helm release's hook, docs/OPERATIONS.md).
+The maintenance sensor says, at each tick, when the stored limit is missing or differs from its cap
+(`max_maintenance_in_flight`): the sensor then submits more, or fewer, runs than the pool lets run.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dagster as dg
+
+from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.settings import load_settings
+
+logger = logging.getLogger(__name__)
+
+
+def stored_pool_limit(instance: dg.DagsterInstance, pool: str) -> int | None:
+    """The limit stored for `pool`, or None when it has none (its runs are then not limited)."""
+    if pool not in instance.event_log_storage.get_concurrency_keys():
+        return None
+    return instance.event_log_storage.get_concurrency_info(pool).slot_count
+
+
+def pool_limit_problem(instance: dg.DagsterInstance, platform: PlatformSettings) -> str | None:
+    """What is wrong with the pool's stored limit against the sensor's cap, said so that an operator
+    knows what to run; None when they agree."""
+    pool, cap = platform.maintenance_pool, platform.max_maintenance_in_flight
+    stored = stored_pool_limit(instance, pool)
+    if stored == cap:
+        return None
+    fix = (
+        f"run `python -m icepack_dagster.defs.maintenance_pool` (or `dagster instance concurrency "
+        f"set {pool} {cap}`) where the instance's dagster.yaml is read"
+    )
+    if stored is None:
+        return (
+            f"the maintenance pool {pool!r} has no limit in this Dagster instance, so maintenance runs "
+            f"launched by hand or by a backfill are not capped at max_maintenance_in_flight ({cap}): {fix}"
+        )
+    return (
+        f"the maintenance pool {pool!r} allows {stored} run(s) at once but max_maintenance_in_flight is "
+        f"{cap}: the sensor submits up to {cap} and the pool lets {stored} run; {fix}, or set "
+        f"ICEPACK_PLATFORM_MAX_MAINTENANCE_IN_FLIGHT to {stored}"
+    )
+
+
+def set_pool_limit(instance: dg.DagsterInstance, platform: PlatformSettings) -> str:
+    """Store the pool's limit as the sensor's cap, for that pool alone; say what changed."""
+    pool, cap = platform.maintenance_pool, platform.max_maintenance_in_flight
+    before = stored_pool_limit(instance, pool)
+    if before == cap:
+        return f"maintenance pool {pool!r}: limit {cap} already stored (max_maintenance_in_flight)"
+    instance.event_log_storage.set_concurrency_slots(pool, cap)
+    was = "no limit" if before is None else f"limit {before}"
+    return f"maintenance pool {pool!r}: limit set to {cap} (max_maintenance_in_flight), was {was}"
+
+
+def main() -> None:
+    """`python -m icepack_dagster.defs.maintenance_pool`: store the limit in the instance
+    DAGSTER_HOME configures, from icepack's settings (`ICEPACK_*`)."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    platform = load_settings().platform
+    with dg.DagsterInstance.get() as instance:
+        logger.info(set_pool_limit(instance, platform))
+
+
+if __name__ == "__main__":
+    main()
