@@ -43,6 +43,7 @@ from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
 from icepack_dagster.store.history_store import HistoryStore
 from icepack_dagster.store.manifest_store import ManifestSummaryStore
+from icepack_dagster.store.table_facts import TableFacts
 from icepack_dagster.store.table_lease import TableLeases, default_holder
 
 if TYPE_CHECKING:
@@ -76,6 +77,12 @@ class Engine:
     @cached_property
     def history_store(self) -> HistoryStore:
         return self._history or HistoryStore(self.settings.resolved_state_url)
+
+    @cached_property
+    def facts(self) -> TableFacts:
+        """Each table's latest status, health and maintenance outcome, as the platform's decisions read
+        them (store/table_facts.py)."""
+        return TableFacts(self.settings.resolved_state_url)
 
     @cached_property
     def leases(self) -> TableLeases:
