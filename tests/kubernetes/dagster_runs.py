@@ -16,7 +16,7 @@ from dagster._core.origin import JobPythonOrigin, RepositoryPythonOrigin
 from dagster_k8s import K8sRunLauncher
 from dagster_k8s.job import get_job_name_from_run_id
 
-from icepack_dagster.domain.run_sizing import SizingPolicy
+from icepack_dagster.domain.sizing.run_sizing import SizingPolicy
 from tests.deploy import helm_chart
 from tests.deploy.run_job import IMAGE, RELEASE, sized
 from tests.deploy.testkit import point_at_test_database

@@ -27,7 +27,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from icepack_dagster.domain.run_sizing import SizingPolicy, read_spark_conf_tag
+from icepack_dagster.domain.sizing.run_sizing import SizingPolicy, read_spark_conf_tag
 from tests.deploy import helm_chart
 from tests.deploy.run_job import IMAGE, RELEASE, sized
 from tests.deploy.testkit import GIB
