@@ -1,7 +1,7 @@
-"""The control plane's key material, made fresh for each test session: a cluster CA, the API server's
+"""The control plane's key material, made fresh for each start: a cluster CA, the API server's
 serving certificate, client certificates for the components and the test's administrator, and the key
-pair that signs ServiceAccount tokens. Nothing is reused between sessions or written outside the
-session's directory."""
+pair that signs ServiceAccount tokens. Nothing is reused between starts or written outside
+the control plane's directory."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Fixtures of the kubernetes_api tier: one real control plane per test session (tests/kubernetes/
-control_plane.py), and the production release installed once into a namespace that enforces the Pod
-Security level docs/SECURITY.md claims. A control plane that is not built, or does not start, fails the
-tier saying why; nothing here is skipped."""
+"""Fixtures of the kubernetes_api tier: one real control plane for the tier's tests (tests/kubernetes/
+control_plane.py; package-scoped, so it stops once the tier's last test ran), and the production release
+installed once into a namespace that enforces the Pod Security level docs/SECURITY.md claims. A control
+plane that is not built, or does not start, fails the tier saying why; nothing here is skipped."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.kubernetes.control_plane import ControlPlane
 from tests.kubernetes.dagster_runs import LAUNCHER_ACCOUNT, Dagster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     try:
         started = control_plane.start(tmp_path_factory.mktemp("kube"))
@@ -28,14 +28,14 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     started.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def admin(plane: ControlPlane) -> Iterator[kubernetes.client.ApiClient]:
     """A cluster-admin client: sets the stage and reads what happened, never the subject under test."""
     with plane.api_client() as api:
         yield api
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def release(plane: ControlPlane, admin: kubernetes.client.ApiClient) -> cluster.Release:
     """The production release applied as the docs install it, in `icepack` (Pod Security enforced)
     beside a second namespace the release's accounts must not reach."""
@@ -48,7 +48,7 @@ def release(plane: ControlPlane, admin: kubernetes.client.ApiClient) -> cluster.
     return cluster.install(admin, RELEASE_NAMESPACE)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def dagster(release: cluster.Release, plane: ControlPlane, admin: kubernetes.client.ApiClient,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dagster]:
     """The production Dagster instance on a fresh PostgreSQL database, launching runs into the release

@@ -1,13 +1,13 @@
-"""A real Kubernetes control plane for one test session: etcd, kube-apiserver (RBAC and the Node
+"""A real Kubernetes control plane for the kubernetes_api tier: etcd, kube-apiserver (RBAC and the Node
 authorizer, Pod Security admission), kube-controller-manager, kube-scheduler and kwok, the binaries
 built by scripts/kube/build from the pinned Go modules.
 
-Everything listens on free loopback ports and lives in the session's temporary directory, with a CA,
-serving and client certificates and a ServiceAccount signing key made for the session. kwok is the
+Everything listens on free loopback ports and lives in a temporary directory, with a CA, serving and
+client certificates and a ServiceAccount signing key made for this start. kwok is the
 kubelet: it keeps one fake node Ready and moves the pods scheduled on it through their phases
 (kwok_stages.yaml) without running a container, so what pods *do* is simulated while everything the API
 server, the admission chain, the authorizer and the controllers decide is real. `stop()` ends every
-process; nothing outlives the session.
+process; nothing outlives the tests.
 """
 
 from __future__ import annotations
