@@ -26,8 +26,8 @@ from typing import Any
 
 import kubernetes
 
+from tests import processes, tiers
 from tests.kubernetes.certificates import CertificateAuthority, KeyPair, service_account_signing_key
-from tests.processes import stop_process_group
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "scripts" / "kube" / "build"
@@ -96,7 +96,7 @@ class Component:
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            stop_process_group(self.process)
+            processes.stop(self.process, group=True)
 
 
 def _https_ok(url: str, context: ssl.SSLContext) -> bool:
@@ -157,6 +157,7 @@ class ControlPlane:
 
 def start(directory: Path) -> ControlPlane:
     """Start the control plane in `directory` and return once a node is Ready for pods."""
+    tiers.require("kubernetes_api", "a Kubernetes control plane")
     bin_dir = binaries()
     pki = directory / "pki"
     pki.mkdir(parents=True)

@@ -19,7 +19,6 @@ import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from tests.deploy import helm_chart
 from tests.kubernetes import cluster
 from tests.kubernetes.cluster import RELEASE_NAMESPACE
 from tests.kubernetes.control_plane import ControlPlane
@@ -128,8 +127,10 @@ def test_the_storage_migration_hook_is_the_documented_job(
     [migrate] = pod.spec.init_containers
     [pool] = pod.spec.containers
     assert migrate.command + migrate.args == ["dagster", "instance", "migrate"]
-    limit = helm_chart.load_values("values.yaml", "values-prod.yaml")["additionalInstanceConfig"][
-        "concurrency"]["pools"]["default_limit"]
+    # The limit the maintenance sensor keeps to (docs/DAGSTER.md): the code location's in-flight cap.
+    code_server = release.stored[("Deployment", "icepack-dagster-user-deployments-icepack")]
+    env = {e["name"]: e.get("value") for e in code_server["spec"]["template"]["spec"]["containers"][0]["env"]}
+    limit = env["ICEPACK_PLATFORM_MAX_MAINTENANCE_IN_FLIGHT"]
     assert pool.command + pool.args == ["dagster", "instance", "concurrency", "set", "icepack_maintenance",
                                         str(limit)]
     # The container exits 0 (kwok, told so): the Job is complete, as Helm waits for of a hook.

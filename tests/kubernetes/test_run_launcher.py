@@ -33,7 +33,7 @@ from tests.kubernetes.control_plane import ControlPlane
 from tests.kubernetes.dagster_runs import Dagster, run_pod
 from tests.processes import DagsterDaemon
 
-pytestmark = [pytest.mark.kubernetes_api, pytest.mark.postgres]
+pytestmark = [pytest.mark.kubernetes_api, pytest.mark.postgres, pytest.mark.daemon]
 
 FAIL_LABEL = "pod-container-running-failed.stage.kwok.x-k8s.io"
 

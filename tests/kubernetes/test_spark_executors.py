@@ -28,6 +28,7 @@ import kubernetes
 import pytest
 
 from icepack_dagster.domain.sizing.run_sizing import SizingPolicy, read_spark_conf_tag
+from tests import processes
 from tests.deploy import helm_chart
 from tests.deploy.run_job import IMAGE, RELEASE, sized
 from tests.deploy.testkit import GIB
@@ -35,9 +36,8 @@ from tests.kubernetes import cluster
 from tests.kubernetes.cluster import RELEASE_NAMESPACE
 from tests.kubernetes.control_plane import ControlPlane
 from tests.kubernetes.dagster_runs import Dagster, run_pod
-from tests.processes import stop_process_group
 
-pytestmark = [pytest.mark.kubernetes_api, pytest.mark.postgres]
+pytestmark = [pytest.mark.kubernetes_api, pytest.mark.postgres, pytest.mark.jvm_servers]
 
 DRIVER_ACCOUNT = "icepack-spark-driver"
 TEMPLATE = helm_chart.REPO / "deploy" / "docker" / "spark-executor-pod-template.yaml"
@@ -118,7 +118,7 @@ def test_the_driver_creates_and_deletes_its_executors(
         process.wait(timeout=120)
     finally:
         if process.poll() is None:
-            stop_process_group(process)
+            processes.stop(process, group=True)
         log.close()
     assert process.returncode == 0, (tmp_path / "driver.log").read_text()[-4000:]
     plane.wait("the executor pods deleted", lambda: not executor_pods(admin, app_id), timeout=60)
