@@ -28,6 +28,14 @@ from icepack_dagster.defs.materialization_codec.maintenance import (
     maintenance_metadata,
     sql_markdown,
 )
+from icepack_dagster.defs.materialization_codec.operator_need import (
+    NEEDS_OPERATOR_CHECK,
+    NEEDS_OPERATOR_CHECK_DESCRIPTION,
+    decode_operator_verdict,
+    operator_check_evaluation,
+    operator_verdict_metadata,
+    verdict_of,
+)
 from icepack_dagster.defs.materialization_codec.recommendation import (
     decode_recommendation,
     recommendation_markdown,
@@ -60,10 +68,12 @@ from icepack_dagster.defs.materialization_codec.status import (
 
 __all__ = [
     "BYTES_RECLAIMED", "CODEC_VERSION", "FILES_RECLAIMED", "FLEET_JSON", "HEALTH_CHECK",
-    "HEALTH_CHECK_DESCRIPTION", "HEALTH_JSON", "NEEDS_ATTENTION", "OUTCOME", "RECOMMENDATION_JSON",
+    "HEALTH_CHECK_DESCRIPTION", "HEALTH_JSON", "NEEDS_ATTENTION", "NEEDS_OPERATOR_CHECK",
+    "NEEDS_OPERATOR_CHECK_DESCRIPTION", "OUTCOME", "RECOMMENDATION_JSON",
     "REPORT_JSON", "SQL", "STATE", "STATE_RANK", "STATUS_ERROR", "STATUS_JSON", "SUMMARY", "VERSION",
     "Metadata",
-    "decode_fleet", "decode_health", "decode_recommendation", "decode_reclaimed", "decode_report",
+    "decode_fleet", "decode_health", "decode_operator_verdict", "operator_check_evaluation",
+    "operator_verdict_metadata", "verdict_of", "decode_recommendation", "decode_reclaimed", "decode_report",
     "decode_status", "decode_status_error", "fleet_metadata", "health_check_description",
     "health_check_evaluation", "health_check_severity", "health_markdown", "health_metadata",
     "judged_materialization", "maintenance_markdown", "maintenance_metadata", "recommendation_markdown",
