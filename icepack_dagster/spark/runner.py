@@ -35,7 +35,7 @@ from icepack_dagster.domain.sql.spark_overrides import resolve_overrides
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import IcepackError, MaintenanceError, TableNotFoundError
-from icepack_dagster.spark.failures import error_class, failure_hint, spark_error_message
+from icepack_dagster.spark.failures import error_class, failure_hint, is_conflict, spark_error_message
 from icepack_dagster.spark.prepared_actions import PreparedAction, prepare_actions, refused_by_session
 from icepack_dagster.spark.progress import REPORT_INTERVAL_SECONDS, ProgressSink, reported_progress
 from icepack_dagster.spark.session import is_connect_session
@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 __all__ = ["MaintenanceRunner", "spark_error_message"]
 
 logger = logging.getLogger(__name__)
+# After these, the table's later actions are skipped: they were planned on the state this one should
+# have produced (a conflict leaves the other writer's state; a violation pauses the table).
+_STOPS_LATER_ACTIONS = ("failed", "conflict", "violated")
 
 
 class MaintenanceRunner:
@@ -119,9 +122,10 @@ class MaintenanceRunner:
     ) -> ActionResult:
         """One action: skipped after an earlier failure, failed when refused, rendered on a dry run,
         else executed and measured."""
-        failed = next((r.action for r in earlier if r.status == "failed"), None)
-        if failed is not None:
-            reason = f"{failed} failed earlier in this run on table {key.text}"
+        stopped = next((r for r in earlier if r.status in _STOPS_LATER_ACTIONS), None)
+        if stopped is not None:
+            ended = "failed" if stopped.status == "failed" else f"ended in {stopped.status}"
+            reason = f"{stopped.action} {ended} earlier in this run on table {key.text}"
             return self._unrun(plan, "skipped", reason=reason)
         if plan.error is not None:
             progress(plan.error)
@@ -162,6 +166,14 @@ class MaintenanceRunner:
             impact = definition(plan.action).read_outcome(_rows(session, session.sql(call)), plan.options)
         except (PySparkException, Py4JJavaError) as error:
             hint, cause = failure_hint(error), spark_error_message(error)
+            if is_conflict(error):  # the other writer's commit stands; ours is retried at a quieter time
+                return ActionResult(
+                    action=plan.action,
+                    status="conflict",
+                    statements=plan.statements,
+                    duration_seconds=time.monotonic() - started,
+                    reason=f"conflict: {hint}. Cause: {cause}",
+                )
             return ActionResult(
                 action=plan.action,
                 status="failed",

@@ -23,6 +23,7 @@ from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.store.history_tables import (
     FAILURE_LOOKBACK,
     RELEASED,
+    STREAK_OUTCOMES,
     action_predictions,
     action_runs,
     maintenance_runs,
@@ -83,7 +84,7 @@ def _of(column: ColumnElement[Any], tables: list[str] | None) -> ColumnElement[b
 
 def _deciding_runs(tables: list[str] | None) -> Select[Any]:
     """Per table, its newest runs (newest first, at most FAILURE_LOOKBACK) up to and including the first
-    that is not a failure and the first that is not a release: all `_judge` reads of them."""
+    that is not in a failure streak and the first that is not a release: all `_judge` reads of them."""
     c = maintenance_runs.c
     ranked = select(
         c.table_key, c.id, c.finished_at, c.outcome, c.error,
@@ -92,7 +93,8 @@ def _deciding_runs(tables: list[str] | None) -> Select[Any]:
     bounded = (
         select(
             ranked,
-            func.min(_rank_if(ranked, ranked.c.outcome != "failed")).over(partition_by=ranked.c.table_key)
+            func.min(_rank_if(ranked, ranked.c.outcome.not_in(STREAK_OUTCOMES)))
+            .over(partition_by=ranked.c.table_key)
             .label("first_not_failed"),
             func.min(_rank_if(ranked, ranked.c.outcome != RELEASED)).over(partition_by=ranked.c.table_key)
             .label("first_not_released"),
@@ -146,14 +148,18 @@ def _judge(
     """A table's history from its newest runs (newest first), its last success per action and its
     newest predictions (newest first)."""
     failures = 0
-    last_error = None
+    last_error = violation = None
     for run in runs:
-        if run.outcome != "failed":
+        if run.outcome not in STREAK_OUTCOMES:
             break
+        if run.outcome == "conflict":  # another writer's commit: neither counts nor breaks the streak
+            continue
         failures += 1
         last_error = last_error or run.error
+        violation = violation or (run.error if run.outcome == "violated" else None)
+    conflicts = next((i for i, r in enumerate(runs) if r.outcome != "conflict"), len(runs))
     last_run_at = next((aware(r.finished_at) for r in runs if r.outcome != RELEASED), None)
-    quarantined = failures >= quarantine_after_failures
+    quarantined = failures >= quarantine_after_failures or violation is not None
     return TableHistory(
         table=table,
         last_succeeded={MaintenanceAction(a): aware(t) for a, t in succeeded},
@@ -163,6 +169,10 @@ def _judge(
         quarantined=quarantined,
         quarantined_at=aware(runs[0].finished_at) if quarantined and runs else None,
         no_effect_on=_no_effect_on(latest),
+        consecutive_conflicts=conflicts,
+        last_conflict_at=aware(runs[0].finished_at) if conflicts else None,
+        last_conflict=runs[0].error if conflicts else None,
+        violation=violation,
     )
 
 

@@ -71,7 +71,7 @@ class HistoryStore:
                     started_at=report.started_at,
                     finished_at=report.finished_at,
                     outcome=report.outcome,
-                    error=report.first_error,
+                    error=report.first_error or report.conflict,
                     report=report.model_dump_json(),
                 )
             )
@@ -83,7 +83,7 @@ class HistoryStore:
                     "finished_at": report.finished_at,
                 }
                 for r in report.results
-                if r.status in ("succeeded", "no_effect", "failed")
+                if r.status in ("succeeded", "no_effect", "failed", "conflict", "violated")
             ]
             if rows:
                 connection.execute(insert(action_runs), rows)
