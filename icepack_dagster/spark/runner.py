@@ -29,6 +29,7 @@ from icepack_dagster.domain.actions.maintenance_action import ActionResult, Acti
 from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.action_outcome import compare
+from icepack_dagster.domain.outcomes.commit_invariants import CommitCheck
 from icepack_dagster.domain.recommendation.model import RecommendedAction
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP, existence_probe
 from icepack_dagster.domain.sql.spark_overrides import resolve_overrides
@@ -84,13 +85,15 @@ class MaintenanceRunner:
         on_progress: ProgressSink | None = None,
         now: datetime | None = None,
         status_planned_on: TableStatus | None = None,
+        commit_check: CommitCheck | None = None,
     ) -> list[ActionResult]:
         """Run `actions` on one table, in the given order; one result per action.
 
         `properties` are the table's properties (overrides and gc.enabled are read from them).
         `status_before` reads the table's status; it is called before each action and again after it
         to fill the impact; `status_planned_on`, the status the actions were planned on (read under the
-        table's lease just before), stands for the first read. A dry run renders the statements and
+        table's lease just before), stands for the first read. `commit_check` checks what each action
+        that ran committed (`domain/outcomes/commit_invariants.py`). A dry run renders the statements and
         returns without touching Spark.
         Raises `TableNotFoundError` when the table does not exist; every other problem is a `failed`
         result naming the table and the action, and the table's later actions are `skipped`."""
@@ -106,7 +109,7 @@ class MaintenanceRunner:
             self._check_exists(key, session)
             plans = [refused_by_session(key, session, plan) for plan in plans]
             for plan in plans:
-                results.append(self._one(key, plan, results, session, meter, progress))
+                results.append(self._one(key, plan, results, session, meter, progress, commit_check))
             if any(result.status == "failed" for result in results):
                 self._sessions.discard()
         return results
@@ -119,9 +122,10 @@ class MaintenanceRunner:
         session: SparkSession | None,
         meter: StatusMeter,
         progress: ProgressSink,
+        commit_check: CommitCheck | None = None,
     ) -> ActionResult:
         """One action: skipped after an earlier failure, failed when refused, rendered on a dry run,
-        else executed and measured."""
+        else executed, measured and its commit checked."""
         stopped = next((r for r in earlier if r.status in _STOPS_LATER_ACTIONS), None)
         if stopped is not None:
             ended = "failed" if stopped.status == "failed" else f"ended in {stopped.status}"
@@ -133,6 +137,8 @@ class MaintenanceRunner:
         if session is None:
             return self._unrun(plan, "dry_run")
         before = meter.before()
+        if commit_check is not None:
+            commit_check.before_action()
         started = f"table {key.text}: running {plan.action}"
         with reported_progress(
             session, plan.action.value, started, progress, self._progress_interval
@@ -140,8 +146,11 @@ class MaintenanceRunner:
             result = self._execute(session, key, plan)
         after = meter.after()  # also after a failure: partial progress may have committed part of it
         ended = f" ({spark_progress.summary})" if spark_progress.summary else ""
+        result = result.model_copy(update={"impact": measured(result.impact, before, after)})
+        if commit_check is not None:
+            result = commit_check.after_action(result)
         progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s{ended}")
-        return result.model_copy(update={"impact": measured(result.impact, before, after)})
+        return result
 
     def _check_exists(self, key: TableKey, session: SparkSession) -> None:
         """Refuse a table Spark cannot open, before any action."""

@@ -34,7 +34,7 @@ ACTION_ORDER: tuple[MaintenanceAction, ...] = tuple(MaintenanceAction)
 # conflict: a concurrent writer's commit made Iceberg refuse this action's commit; nothing committed,
 # never a failure (`domain/recommendation/commit_cadence.py` decides when to try again).
 # violated: the action committed, and its commit changed what the action may not change
-# (`domain/commit_invariants.py`); the table is paused until a person releases it.
+# (`domain/outcomes/commit_invariants.py`); the table is paused until a person releases it.
 ActionStatus = Literal[
     "succeeded", "no_effect", "failed", "skipped", "dry_run", "deferred", "conflict", "violated"
 ]
