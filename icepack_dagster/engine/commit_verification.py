@@ -5,7 +5,8 @@ with the evidence (both metadata files, the snapshots, the numbers). The engine 
 maintenance, and history pauses the table until a person releases it.
 
 Costs one metadata-file read per action plus one at the start; a manifest rewrite also reads the
-manifests it replaced and wrote, orphan removal lists the table's location once more.
+manifests it replaced and wrote, orphan removal reads every manifest and lists the table's location
+once more (as its guard before it does).
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
-from icepack_dagster.domain.outcomes.commit_invariants import TableFacts, action_commits, violations
+from icepack_dagster.domain.outcomes.commit_invariants import (
+    FileSets,
+    SnapshotFacts,
+    TableFacts,
+    action_commits,
+    violations,
+)
 from icepack_dagster.domain.recommendation.model import RecommendedAction
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import IcepackError
@@ -76,11 +83,11 @@ class CommitVerifier:
         return result.model_copy(update={"status": "violated", "error": evidence})
 
     def _read(self) -> tuple[Table | None, TableFacts | None]:
-        from icepack_dagster.iceberg.commit_facts import table_facts
+        from icepack_dagster.iceberg.commits.facts import commit_facts
 
         try:
             table = self._load()
-            return table, table_facts(table)
+            return table, commit_facts(table)
         except (IcepackError, *METADATA_READ_ERRORS) as error:  # the action's outcome stands unchecked
             logger.warning("table %s: its commit could not be checked: %s", self._key.text, error)
             return None, None
@@ -88,14 +95,30 @@ class CommitVerifier:
     def _violations(
         self, result: ActionResult, table: Table | None, before: TableFacts, after: TableFacts
     ) -> list[str]:
-        from icepack_dagster.iceberg.commit_facts import manifest_file_sets, missing_referenced_files
+        from icepack_dagster.iceberg.unreferenced_files import missing_referenced_files
 
         assert table is not None
         action = result.action
         commits = action_commits(before, after, self._started_ms)
-        files = manifest_file_sets(table, commits) if action is MaintenanceAction.REWRITE_MANIFESTS else []
+        files = _file_sets(table, commits) if action is MaintenanceAction.REWRITE_MANIFESTS else []
         missing = missing_referenced_files(table) if action is MaintenanceAction.REMOVE_ORPHAN_FILES else ()
         return violations(
             action, before, after, commits, result.impact.procedure_output, self._options.get(action, {}),
             int(time.time() * 1000), files, missing,
         )
+
+
+def _file_sets(table: Table, commits: list[SnapshotFacts]) -> list[FileSets]:
+    """Per commit of a manifest rewrite, the live files of the manifests it replaced and wrote."""
+    from icepack_dagster.iceberg.manifest_reader import changed_live_files
+
+    lists = {s.snapshot_id: s.manifest_list for s in table.metadata.snapshots}
+    found = []
+    for commit in commits:
+        parent = lists.get(commit.parent_id) if commit.parent_id is not None else None
+        if parent is None or commit.snapshot_id not in lists:
+            continue
+        replaced, written = changed_live_files(table.io, parent, lists[commit.snapshot_id])
+        found.append(FileSets(snapshot_id=commit.snapshot_id, replaced=frozenset(replaced),
+                              written=frozenset(written)))
+    return found
