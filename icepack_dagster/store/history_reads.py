@@ -23,6 +23,7 @@ from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.store.history_tables import (
     FAILURE_LOOKBACK,
     RELEASED,
+    ROLLED_BACK,
     STREAK_OUTCOMES,
     action_predictions,
     action_runs,
@@ -152,7 +153,7 @@ def _judge(
     for run in runs:
         if run.outcome not in STREAK_OUTCOMES:
             break
-        if run.outcome == "conflict":  # another writer's commit: neither counts nor breaks the streak
+        if run.outcome in ("conflict", ROLLED_BACK):  # neither counts nor breaks the streak
             continue
         failures += 1
         last_error = last_error or run.error

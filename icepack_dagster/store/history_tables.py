@@ -49,6 +49,8 @@ action_predictions = Table(
 )
 
 RELEASED = "released"  # the outcome of an operator's release: failures count from zero again
-# Outcomes a failure streak is counted through: failures and violations count, conflicts are passed over.
-STREAK_OUTCOMES = ("failed", "violated", "conflict")
+ROLLED_BACK = "rolled_back"  # an operator's rollback of the last maintenance (the pause stays)
+# Outcomes a failure streak is counted through: failures and violations count, conflicts and rollbacks
+# are passed over.
+STREAK_OUTCOMES = ("failed", "violated", "conflict", ROLLED_BACK)
 FAILURE_LOOKBACK = 100  # consecutive failures are counted up to this many

@@ -140,6 +140,11 @@ def test_a_violation_during_maintenance_pauses_the_table_and_alerts(
     unchanged({v: n for v, n in before.items() if v != MAIN}, after)
     assert after[MAIN][0] == before[MAIN][0] - lost
 
+    restored = engine.rollback(key)  # the faulty replace and the rewrite both landed while it ran
+    assert restored.done and restored.restore_to == report.snapshot_id and len(restored.undone) == 2
+    assert contents_by_version(spark, key)[MAIN] == before[MAIN]
+    assert engine.history(key).quarantined  # still paused: a person releases it
+
 
 def test_a_concurrent_append_is_the_other_writer_s_and_no_violation(
     spark: SparkSession, catalogs: CatalogSet, engine: Engine, namespace: str, tmp_path: Path
