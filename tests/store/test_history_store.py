@@ -171,3 +171,21 @@ def test_a_broken_invariant_pauses_the_table_until_released(
     store.release(table, T0 + timedelta(hours=2))
     released = store.history(table, quarantine_after_failures=3)
     assert (released.quarantined, released.violation) == (False, None)
+
+
+def test_bytes_rewritten_in_the_last_day_count_from_the_last_release(
+    store: HistoryStore, request: pytest.FixtureRequest
+) -> None:
+    table = f"lake.ns.{request.node.callspec.id}_rewritten"
+    now = datetime.now(UTC)
+    store.record(_judged(table, "succeeded", now - timedelta(hours=30), 1, done=10))  # outside the day
+    store.record(_judged(table, "succeeded", now - timedelta(hours=1), 2, done=20))
+    store.record(_judged(table, "no_effect", now - timedelta(minutes=10), 3, done=30))
+    history = store.history(table, quarantine_after_failures=3)
+    assert history.bytes_rewritten_24h == 5000
+    assert store.histories({table: 3})[table] == history
+    store.release(table, now - timedelta(minutes=5))  # a person lifts the breaker
+    assert store.history(table, quarantine_after_failures=3).bytes_rewritten_24h == 0
+    store.record(_judged(table, "succeeded", now - timedelta(minutes=2), 4, done=5))
+    assert store.history(table, quarantine_after_failures=3).bytes_rewritten_24h == 500
+    assert store.histories({table: 3})[table].bytes_rewritten_24h == 500

@@ -30,6 +30,10 @@ class TableHistory(FrozenModel):
     )
     last_conflict_at: datetime | None = None
     last_conflict: str | None = None
+    bytes_rewritten_24h: int = Field(
+        default=0, ge=0,
+        description="Bytes its rewrites read in the last 24 hours, since the last release (breakers)",
+    )
     violation: str | None = Field(
         default=None,
         description="The evidence of a commit that broke an invariant; the table is paused (quarantined) "

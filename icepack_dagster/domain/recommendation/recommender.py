@@ -21,6 +21,7 @@ from icepack_dagster.domain.actions.registry import ACTIONS
 from icepack_dagster.domain.health.model import TableHealth
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.model import Policy
+from icepack_dagster.domain.recommendation.circuit_breakers import amplification_breaker
 from icepack_dagster.domain.recommendation.commit_cadence import conflict_wait
 from icepack_dagster.domain.recommendation.estimate import priority
 from icepack_dagster.domain.recommendation.gates import (
@@ -76,6 +77,7 @@ def recommend(
                 unreadable_for(action, spec.reads_properties, status.properties)
                 or (None if ignore_cadence else cadence_gate(action, policy, history, now))
                 or no_effect_gate(action, status, history)
+                or amplification_breaker(action, status, history)
             )
         if reason is None:
             plan = spec.plan(context)
