@@ -12,11 +12,11 @@ once more (as its guard before it does).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.commit_invariants import (
     FileSets,
     SnapshotFacts,
@@ -51,10 +51,9 @@ class CommitVerifier:
         self._options = {a.action: a.options for a in actions}
         self._before: TableFacts | None = None
         self._started_ms = 0
-        self.seconds_spent = 0.0  # what the checks cost this maintenance (reported by the benchmark)
 
     def before_action(self) -> None:
-        self._started_ms = int(time.time() * 1000)
+        self._started_ms = int(utc_now().timestamp() * 1000)
         if self._before is None:  # later actions start from the state the previous check read
             self._before = self._read()[1]
 
@@ -63,14 +62,10 @@ class CommitVerifier:
         if result.status not in _CHECKED or before is None:
             self._before = None  # read afresh before the next action
             return result
-        started = time.perf_counter()
-        try:
-            table, after = self._read()
-            if after is None:
-                return result
-            found = self._violations(result, table, before, after)
-        finally:
-            self.seconds_spent += time.perf_counter() - started
+        table, after = self._read()
+        if after is None:
+            return result
+        found = self._violations(result, table, before, after)
         self._before = after
         if not found:
             return result
@@ -104,7 +99,7 @@ class CommitVerifier:
         missing = missing_referenced_files(table) if action is MaintenanceAction.REMOVE_ORPHAN_FILES else ()
         return violations(
             action, before, after, commits, result.impact.procedure_output, self._options.get(action, {}),
-            int(time.time() * 1000), files, missing,
+            int(utc_now().timestamp() * 1000), files, missing,
         )
 
 

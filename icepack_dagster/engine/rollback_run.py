@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.rollback import RollbackPlan, plan_rollback
 from icepack_dagster.domain.table.key import TableKey
-from icepack_dagster.engine.maintenance_run import utc_now
 from icepack_dagster.exceptions import MetadataReadError
 from icepack_dagster.iceberg.catalogs import load_table
 

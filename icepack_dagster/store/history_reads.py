@@ -19,6 +19,7 @@ from sqlalchemy import ColumnElement, Select, Subquery, case, func, or_, select,
 from sqlalchemy.engine import Connection
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.recommendation.circuit_breakers import REWRITES, WINDOW_HOURS
 from icepack_dagster.store.history_tables import (
@@ -67,7 +68,7 @@ def table_history(connection: Connection, table: str, quarantine_after_failures:
 def _rewritten_bytes(connection: Connection, tables: list[str] | None) -> dict[str, int]:
     """Per table, the bytes its rewrites read in the last `WINDOW_HOURS` and since its last release
     (what the write-amplification breaker weighs)."""
-    since = datetime.now(UTC) - timedelta(hours=WINDOW_HOURS)
+    since = utc_now() - timedelta(hours=WINDOW_HOURS)
     r = maintenance_runs.c
     released = (
         select(r.table_key, func.max(r.finished_at).label("at"))

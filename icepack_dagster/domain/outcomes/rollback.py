@@ -9,7 +9,7 @@ no rollback brings those back.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,7 +41,7 @@ class RollbackPlan(BaseModel):
 
 
 def _line(snapshot: SnapshotFacts) -> str:
-    at = datetime.fromtimestamp(snapshot.timestamp_ms / 1000).astimezone().isoformat(timespec="seconds")
+    at = datetime.fromtimestamp(snapshot.timestamp_ms / 1000, tz=UTC).isoformat(timespec="seconds")
     return f"{snapshot.describe()} at {at}"
 
 
