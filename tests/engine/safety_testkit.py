@@ -258,7 +258,8 @@ def commit_dropping_a_data_file(spark: SparkSession, key: TableKey, path: str) -
     while tasks.hasNext():
         data_file = tasks.next().file()
         if str(data_file.location()) == path:
-            table.newRewrite().deleteFile(data_file).commit()
+            head = table.currentSnapshot().snapshotId()  # validated against the state it commits on
+            table.newRewrite().validateFromSnapshot(head).deleteFile(data_file).commit()
             return int(data_file.recordCount())
     raise AssertionError(f"no live data file {path} in {q}")
 

@@ -13,7 +13,9 @@ succeeds with every version of the table reading as before.
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from sqlalchemy import text
 
 from icepack_dagster.cli.context import EXIT_VIOLATED
 from icepack_dagster.cli.maintain_command import _exit_code
@@ -35,15 +38,18 @@ from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.spark.runner import MaintenanceRunner
 from tests.factories import make_action, make_recommendation
 from tests.safety.safety_testkit import (
+    MOR_V2,
     StalledTaskSlots,
     a_data_file,
     age_files,
     append_rows,
     commit_dropping_a_data_file,
+    commit_position_deletes,
     contents_by_version,
     expire_snapshot_by_id,
     finished,
     local,
+    locate_rows,
     make_table,
     run_in_thread,
     table_dir,
@@ -226,3 +232,68 @@ def test_orphan_removal_keeps_every_referenced_file_and_a_referenced_file_gone_i
     assert broken.status == "violated"
     assert "1 file(s) a snapshot references no longer exist" in (broken.error or "")
     assert referenced.name in (broken.error or "")
+
+
+def test_delete_rewrite_that_keeps_every_row_passes_and_one_that_drops_a_data_file_is_violated(
+    spark: SparkSession, catalogs: CatalogSet, namespace: str
+) -> None:
+    deletes = make_action(A.REWRITE_POSITION_DELETE_FILES, **{"rewrite-all": "true"})
+    for name, breaks in (("deletes_hold", False), ("deletes_break", True)):
+        key = make_table(catalogs, namespace, name, commits=3,
+                         properties={**MOR_V2, "write.delete.granularity": "partition"})
+        for ids in ([1, 2], [3, 12]):  # two delete files on each data file: worth merging
+            commit_position_deletes(spark, key, locate_rows(spark, key, ids))
+        before = contents_by_version(spark, key)
+        fault = (lambda k=key: commit_dropping_a_data_file(spark, k, a_data_file(spark, k, "id >= 20"))) \
+            if breaks else (lambda: None)  # the third file: no delete points at it
+        result = checked(spark, catalogs, key, deletes, fault)
+        after = contents_by_version(spark, key)
+        if not breaks:
+            assert result.status == "succeeded", result.error
+            assert result.impact.procedure_output["rewritten_delete_files_count"] == 3
+            unchanged(before, after)
+        else:
+            assert result.status == "violated"
+            assert "removed 1 data file(s); a position delete rewrite removes none" in (result.error or "")
+            assert "where at most 0 deleted record(s) could be applied" in (result.error or "")
+            unchanged({v: n for v, n in before.items() if v != MAIN}, after)
+
+
+def test_row_lineage_carried_over_passes_and_next_row_id_going_backwards_is_violated(
+    spark: SparkSession, catalogs: CatalogSet, namespace: str
+) -> None:
+    """v3: the fault is a catalog commit of a metadata file whose next-row-id went back, the way an old
+    runtime that drops row lineage writes one."""
+    manifests = make_action(A.REWRITE_MANIFESTS)
+    for name, breaks in (("lineage_holds", False), ("lineage_breaks", True)):
+        key = TableKey(catalog="lake", namespace=(namespace,), name=name)
+        q = qualified_table("lake", key)
+        spark.sql(f"CREATE TABLE {q} (id bigint) USING iceberg TBLPROPERTIES ('format-version'='3')")
+        for start in (0, 10, 20):
+            spark.sql(f"INSERT INTO {q} SELECT id FROM range({start}, {start + 10})")
+        before = contents_by_version(spark, key)
+        fault = (lambda k=key: lower_next_row_id(catalogs, k)) if breaks else (lambda: None)
+        result = checked(spark, catalogs, key, manifests, fault)
+        unchanged(before, contents_by_version(spark, key))
+        if not breaks:
+            assert result.status == "succeeded", result.error
+        else:
+            assert result.status == "violated"
+            assert "next-row-id went backwards: 30 before, 0 after" in (result.error or "")
+
+
+def lower_next_row_id(catalogs: CatalogSet, key: TableKey) -> None:
+    """Commits, through the SQL catalog's own table, a copy of the current metadata file with its
+    next-row-id set to 0."""
+    catalog = catalogs.get("lake")
+    current = catalog.load_table(key.identifier).metadata_location
+    document = json.loads(local(current).read_text())
+    document["next-row-id"] = 0
+    replacement = local(current).with_name(f"99999-{uuid.uuid4()}.metadata.json")
+    replacement.write_text(json.dumps(document))
+    with catalog.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE iceberg_tables SET metadata_location = :new, previous_metadata_location = :old "
+                 "WHERE table_name = :name AND metadata_location = :old"),
+            {"new": f"file:{replacement}", "old": current, "name": key.name},
+        )
