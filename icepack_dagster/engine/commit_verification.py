@@ -15,7 +15,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
+from icepack_dagster.domain.actions.maintenance_action import ActionResult
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.commit_invariants import (
     FileSets,
@@ -93,12 +94,14 @@ class CommitVerifier:
         from icepack_dagster.iceberg.unreferenced_files import missing_referenced_files
 
         assert table is not None
-        action = result.action
+        rules = definition(result.action).commit_rules
         commits = action_commits(before, after, self._started_ms)
-        files = _file_sets(table, commits) if action is MaintenanceAction.REWRITE_MANIFESTS else []
-        missing = missing_referenced_files(table) if action is MaintenanceAction.REMOVE_ORPHAN_FILES else ()
+        files = _file_sets(table, commits) if rules is not None and rules.reads_changed_manifests else []
+        reads_files = rules is not None and rules.reads_referenced_files
+        missing = missing_referenced_files(table) if reads_files else ()
+        options = self._options.get(result.action, {})
         return violations(
-            action, before, after, commits, result.impact.procedure_output, self._options.get(action, {}),
+            rules, before, after, commits, result.impact.procedure_output, options,
             int(utc_now().timestamp() * 1000), files, missing,
         )
 

@@ -10,19 +10,19 @@ from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.rollback import RollbackPlan, plan_rollback
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import MetadataReadError
-from icepack_dagster.iceberg.catalogs import load_table
 
 if TYPE_CHECKING:
-    from icepack_dagster.engine.table_engine import Engine
+    from pyiceberg.table import Table
+
+    from icepack_dagster.store.history_store import HistoryStore
 
 
-def run_rollback(engine: Engine, key: TableKey, dry_run: bool) -> RollbackPlan:
+def run_rollback(history: HistoryStore, table: Table, key: TableKey, dry_run: bool) -> RollbackPlan:
     """Plan the rollback and, unless `dry_run` or refused, commit and record it."""
     from icepack_dagster.iceberg.commits.facts import commit_facts
     from icepack_dagster.iceberg.commits.rollback import restore_snapshot
 
-    last = engine.history_store.last_maintenance(key.text)
-    table = load_table(engine.catalogs.get(key.catalog), key)
+    last = history.last_maintenance(key.text)
     facts = commit_facts(table)
     if facts is None:
         raise MetadataReadError(f"table {key.text}: too many snapshots to plan a rollback on")
@@ -38,5 +38,5 @@ def run_rollback(engine: Engine, key: TableKey, dry_run: bool) -> RollbackPlan:
         return plan
     restore_snapshot(table, key, plan.from_snapshot, plan.restore_to)
     done = plan.model_copy(update={"done": True})
-    engine.history_store.record_rollback(done, utc_now())
+    history.record_rollback(done, utc_now())
     return done

@@ -185,7 +185,7 @@ class Engine:
         """Undo the table's last maintenance when nothing else committed since (`engine/rollback_run.py`)."""
         from icepack_dagster.engine.rollback_run import run_rollback
 
-        return run_rollback(self, key, dry_run)
+        return run_rollback(self.history_store, self.open_table(key), key, dry_run)
 
     def release_quarantine(self, key: TableKey) -> None:
         self.history_store.release(key.text, utc_now())

@@ -254,7 +254,7 @@ def test_delete_rewrite_that_keeps_every_row_passes_and_one_that_drops_a_data_fi
             unchanged(before, after)
         else:
             assert result.status == "violated"
-            assert "removed 1 data file(s); a position delete rewrite removes none" in (result.error or "")
+            assert "removed 1 data file(s); this rewrite removes none" in (result.error or "")
             assert "where at most 0 deleted record(s) could be applied" in (result.error or "")
             unchanged({v: n for v, n in before.items() if v != MAIN}, after)
 

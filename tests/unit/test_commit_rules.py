@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.outcomes.commit_invariants import (
     SnapshotFacts,
     TableFacts,
@@ -20,7 +21,7 @@ from icepack_dagster.domain.table.snapshot_graph import SnapshotGraph
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 MS = int(T0.timestamp() * 1000)
-REWRITE = MaintenanceAction.REWRITE_DATA_FILES
+REWRITE = definition(MaintenanceAction.REWRITE_DATA_FILES).commit_rules
 
 
 def snap(sid: int, parent: int | None, seconds: int, operation: str, **totals: int) -> SnapshotFacts:
@@ -56,7 +57,7 @@ def test_records_may_drop_by_the_applied_deletes_only() -> None:
 
 def test_next_row_id_never_goes_backwards() -> None:
     base = facts(BASE, next_row_id=100)
-    manifests = MaintenanceAction.REWRITE_MANIFESTS
+    manifests = definition(MaintenanceAction.REWRITE_MANIFESTS).commit_rules
     assert violations(manifests, base, facts(BASE, next_row_id=100), [], {}, {}, MS) == []
     assert violations(manifests, base, facts(BASE, next_row_id=40), [], {}, {}, MS) == [
         "next-row-id went backwards: 100 before, 40 after"

@@ -22,13 +22,14 @@ done.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
+from icepack_dagster.domain.actions.maintenance_action import ActionResult
 from icepack_dagster.domain.table.snapshot_graph import SnapshotGraph, expired_by_iceberg
 
 CLOCK_SKEW_MS = 5_000  # a commit this much before the action's start (clocks of the JVM and Python) counts
@@ -39,10 +40,6 @@ SUMMARY_KEYS = (
     "total-delete-files", "deleted-data-files", "added-data-files", "removed-delete-files",
     "added-delete-files",
 )
-_REWRITE_OUTPUT = {  # the procedure output column that counts the files the rewrite removed
-    MaintenanceAction.REWRITE_DATA_FILES: ("rewritten_data_files_count", "deleted-data-files"),
-    MaintenanceAction.REWRITE_POSITION_DELETE_FILES: ("rewritten_delete_files_count", "removed-delete-files"),
-}
 
 
 class CommitCheck(Protocol):
@@ -108,8 +105,26 @@ def action_commits(before: TableFacts, after: TableFacts, started_ms: int) -> li
     return found[::-1]
 
 
+Judge = Callable[
+    [TableFacts, TableFacts, list[SnapshotFacts], Mapping[str, object], Mapping[str, str], int,
+     Sequence["FileSets"], tuple[str, ...]],
+    list[str],
+]
+
+
+@dataclass(frozen=True)
+class CommitRules:
+    """What one action may change, as its module declares it (`domain/actions/<action>.py`): the judge
+    of its commits, and which extra metadata the judge needs read (the manifests its commits changed,
+    or whether every referenced file still exists)."""
+
+    judge: Judge
+    reads_changed_manifests: bool = False
+    reads_referenced_files: bool = False
+
+
 def violations(
-    action: MaintenanceAction,
+    rules: CommitRules | None,
     before: TableFacts,
     after: TableFacts,
     commits: list[SnapshotFacts],
@@ -119,18 +134,55 @@ def violations(
     files: Sequence[FileSets] = (),
     missing: tuple[str, ...] = (),
 ) -> list[str]:
-    """Every rule of `action` the change from `before` to `after` breaks, each with its numbers."""
+    """Every rule the change from `before` to `after` breaks, each with its numbers: row lineage for
+    every action, and the action's own `rules`."""
     found = _row_lineage(before, after)
-    if action in _REWRITE_OUTPUT:
-        found += _rewrite(action, before, after, commits, output)
-    elif action is MaintenanceAction.REWRITE_MANIFESTS:
-        found += _manifests(before, after, commits, files)
-    elif action is MaintenanceAction.EXPIRE_SNAPSHOTS:
-        found += _expiry(before, after, options, now_ms)
-    elif action is MaintenanceAction.REMOVE_ORPHAN_FILES and missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        found.append(f"{len(missing)} file(s) a snapshot references no longer exist: {shown}")
+    if rules is not None:
+        found += rules.judge(before, after, commits, output, options, now_ms, files, missing)
     return found
+
+
+def rewrite_rules(
+    reported: str, removed: str, *, applies_deletes: bool, removes_data_files: bool
+) -> CommitRules:
+    """A rewrite's rules: `reported` is the procedure output column counting the files it rewrote,
+    `removed` the snapshot summary key counting the files its commits removed; `applies_deletes`: its
+    records may drop by the deletes it applies; `removes_data_files`: it may remove data files."""
+
+    def judge(before: TableFacts, after: TableFacts, commits: list[SnapshotFacts],
+              output: Mapping[str, object], options: Mapping[str, str], now_ms: int,
+              files: Sequence[FileSets], missing: tuple[str, ...]) -> list[str]:
+        return _rewrite(
+            before, after, commits, output, reported, removed, applies_deletes, removes_data_files
+        )
+
+    return CommitRules(judge=judge)
+
+
+def _manifest_judge(before: TableFacts, after: TableFacts, commits: list[SnapshotFacts],
+                    output: Mapping[str, object], options: Mapping[str, str], now_ms: int,
+                    files: Sequence[FileSets], missing: tuple[str, ...]) -> list[str]:
+    return _manifests(before, after, commits, files)
+
+
+def _expiry_judge(before: TableFacts, after: TableFacts, commits: list[SnapshotFacts],
+                  output: Mapping[str, object], options: Mapping[str, str], now_ms: int,
+                  files: Sequence[FileSets], missing: tuple[str, ...]) -> list[str]:
+    return _expiry(before, after, options, now_ms)
+
+
+def _orphan_judge(before: TableFacts, after: TableFacts, commits: list[SnapshotFacts],
+                  output: Mapping[str, object], options: Mapping[str, str], now_ms: int,
+                  files: Sequence[FileSets], missing: tuple[str, ...]) -> list[str]:
+    if not missing:
+        return []
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    return [f"{len(missing)} file(s) a snapshot references no longer exist: {shown}"]
+
+
+MANIFEST_RULES = CommitRules(judge=_manifest_judge, reads_changed_manifests=True)
+EXPIRY_RULES = CommitRules(judge=_expiry_judge)
+ORPHAN_RULES = CommitRules(judge=_orphan_judge, reads_referenced_files=True)
 
 
 def _row_lineage(before: TableFacts, after: TableFacts) -> list[str]:
@@ -151,13 +203,15 @@ def _parent(after: TableFacts, before: TableFacts, commit: SnapshotFacts) -> Sna
 
 
 def _rewrite(
-    action: MaintenanceAction,
     before: TableFacts,
     after: TableFacts,
     commits: list[SnapshotFacts],
     output: Mapping[str, object],
+    column: str,
+    removed_key: str,
+    applies_deletes: bool,
+    removes_data_files: bool,
 ) -> list[str]:
-    column, removed_key = _REWRITE_OUTPUT[action]
     reported = _count(output, column)
     found: list[str] = []
     if reported and not commits:
@@ -172,12 +226,12 @@ def _rewrite(
         parent = _parent(after, before, commit)
         if parent is None:
             continue
-        found += _same_schema(parent, commit) + _records_kept(action, parent, commit)
+        found += _same_schema(parent, commit) + _records_kept(applies_deletes, parent, commit)
         removed += commit.totals.get(removed_key, 0)
         data_removed = commit.totals.get("deleted-data-files", 0)
-        if action is MaintenanceAction.REWRITE_POSITION_DELETE_FILES and data_removed:
+        if not removes_data_files and data_removed:
             found.append(f"{commit.describe()} removed {data_removed} data file(s); "
-                         "a position delete rewrite removes none")
+                         "this rewrite removes none")
     if commits and removed != reported:
         found.append(f"the committed snapshots removed {removed} file(s) ({removed_key}) where the procedure "
                      f"reports {reported} rewritten ({column}): {'; '.join(c.describe() for c in commits)}")
@@ -191,13 +245,13 @@ def _same_schema(parent: SnapshotFacts, commit: SnapshotFacts) -> list[str]:
             f"{commit.describe()} has {commit.schema_id}"]
 
 
-def _records_kept(action: MaintenanceAction, parent: SnapshotFacts, commit: SnapshotFacts) -> list[str]:
+def _records_kept(applies_deletes: bool, parent: SnapshotFacts, commit: SnapshotFacts) -> list[str]:
     """Records may only drop by the deletes the rewrite could apply, and only for a data rewrite."""
     if "total-records" not in parent.totals or "total-records" not in commit.totals:
         return []
     dropped = parent.totals["total-records"] - commit.totals["total-records"]
     deletes = parent.totals.get("total-position-deletes", 0) + parent.totals.get("total-equality-deletes", 0)
-    allowed = deletes if action is MaintenanceAction.REWRITE_DATA_FILES else 0
+    allowed = deletes if applies_deletes else 0
     if 0 <= dropped <= allowed:
         return []
     change = f"lost {dropped}" if dropped > 0 else f"gained {-dropped}"

@@ -9,12 +9,14 @@ Expiry and orphan removal rewrite nothing and are never paused by it."""
 from __future__ import annotations
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.registry import ACTIONS
 from icepack_dagster.domain.health.judging import format_bytes
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.table.status import TableStatus
 
 AMPLIFICATION_LIMIT = 10  # rewritten bytes per 24 h, as a multiple of the table's live data bytes
-REWRITES = (MaintenanceAction.REWRITE_DATA_FILES, MaintenanceAction.REWRITE_POSITION_DELETE_FILES)
+# The actions whose rewritten bytes count (each action's module says: `counts_rewritten_bytes`).
+REWRITES = tuple(d.action for d in ACTIONS if d.counts_rewritten_bytes)
 WINDOW_HOURS = 24
 
 
