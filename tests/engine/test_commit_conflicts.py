@@ -19,8 +19,7 @@ from icepack_dagster.cli.maintain_command import _exit_code
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from tests.factories import make_action, make_recommendation
-from tests.safety.safety_testkit import (
+from tests.engine.safety_testkit import (
     MOR_V2,
     StalledTaskSlots,
     commit_position_deletes,
@@ -30,6 +29,7 @@ from tests.safety.safety_testkit import (
     make_table,
     run_in_thread,
 )
+from tests.factories import make_action, make_recommendation
 
 pytestmark = pytest.mark.spark
 

@@ -1,7 +1,7 @@
 """Contract: the write-amplification breaker pauses a table's rewrites (not its expiry or orphan
 removal) once its rewrites read more than 10x its live bytes in the last day, and says so with the
 numbers and how the pause ends (the window moving on, or a person's release, after which the history
-counts from zero: tests/adapters/test_history_store.py)."""
+counts from zero: tests/store/test_history_store.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract, on the pure rules (the real commits are in tests/safety/test_commit_invariants.py and
+"""Contract, on the pure rules (the real commits are in tests/engine/test_commit_invariants.py and
 test_rollback.py): a maintenance's own commits are the `replace` snapshots on main since it started, a
 concurrent writer's append is not one of them; records may drop by no more than the deletes a data
 rewrite could apply and never grow; next-row-id never goes backwards; a rollback goes back only over

@@ -36,8 +36,7 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.engine.commit_verification import CommitVerifier
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.spark.runner import MaintenanceRunner
-from tests.factories import make_action, make_recommendation
-from tests.safety.safety_testkit import (
+from tests.engine.safety_testkit import (
     MOR_V2,
     StalledTaskSlots,
     a_data_file,
@@ -55,6 +54,7 @@ from tests.safety.safety_testkit import (
     table_dir,
     wait_past_newest_snapshot,
 )
+from tests.factories import make_action, make_recommendation
 
 pytestmark = pytest.mark.spark
 

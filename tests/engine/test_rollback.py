@@ -24,8 +24,8 @@ from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from tests.engine.safety_testkit import append_rows, contents_by_version, make_table
 from tests.factories import make_action, make_recommendation
-from tests.safety.safety_testkit import append_rows, contents_by_version, make_table
 
 pytestmark = pytest.mark.spark
 
