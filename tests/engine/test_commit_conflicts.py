@@ -23,13 +23,16 @@ from tests.engine.safety_testkit import (
     MOR_V2,
     StalledTaskSlots,
     commit_position_deletes,
-    contents_by_version,
     finished,
     locate_rows,
-    make_table,
     run_in_thread,
 )
 from tests.factories import make_action, make_recommendation
+from tests.tables_testkit import (
+    contents_by_version,
+    make_table,
+    table_key,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -40,7 +43,7 @@ MAIN = "'main'"  # how `contents_by_version` names the main branch
 def test_a_commit_conflict_is_its_own_outcome_and_never_a_failure(
     spark: SparkSession, catalogs: CatalogSet, engine: Engine, namespace: str, tmp_path: Path
 ) -> None:
-    key = make_table(catalogs, namespace, "streamed", commits=4, properties=MOR_V2)
+    key = make_table(catalogs, table_key(namespace, "streamed"), commits=4, properties=MOR_V2)
     doomed = locate_rows(spark, key, [3, 15, 27])
     compaction = make_recommendation(make_action(REWRITE, **{"min-input-files": "2"}), table=key.text)
     before = contents_by_version(spark, key)

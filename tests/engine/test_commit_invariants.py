@@ -41,20 +41,23 @@ from tests.engine.safety_testkit import (
     StalledTaskSlots,
     a_data_file,
     age_files,
-    append_rows,
     commit_dropping_a_data_file,
     commit_position_deletes,
-    contents_by_version,
     expire_snapshot_by_id,
     finished,
-    local,
     locate_rows,
-    make_table,
     run_in_thread,
     table_dir,
     wait_past_newest_snapshot,
 )
 from tests.factories import make_action, make_recommendation
+from tests.tables_testkit import (
+    append_rows,
+    contents_by_version,
+    local,
+    make_table,
+    table_key,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -79,7 +82,10 @@ class CommitBeforeTheCheck:
 
 
 def checked(
-    spark: SparkSession, catalogs: CatalogSet, key: TableKey, action: RecommendedAction,
+    spark: SparkSession,
+    catalogs: CatalogSet,
+    key: TableKey,
+    action: RecommendedAction,
     commit: Callable[[], Any] = lambda: None,
 ) -> ActionResult:
     """`action` run on Spark and checked, with `commit` made between the action and its check."""
@@ -96,17 +102,22 @@ def unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
 def test_data_rewrite_that_keeps_every_row_passes_and_one_that_drops_a_file_is_violated(
     spark: SparkSession, catalogs: CatalogSet, namespace: str
 ) -> None:
-    good = make_table(catalogs, namespace, "rewrite_holds", commits=4)
+    good = make_table(catalogs, table_key(namespace, "rewrite_holds"), commits=4)
     before = contents_by_version(spark, good)
     held = checked(spark, catalogs, good, REWRITE)
     assert held.status == "succeeded", held.error
     unchanged(before, contents_by_version(spark, good))
 
-    bad = make_table(catalogs, namespace, "rewrite_breaks", commits=4)
+    bad = make_table(catalogs, table_key(namespace, "rewrite_breaks"), commits=4)
     before = contents_by_version(spark, bad)
     lost: list[int] = []
-    broken = checked(spark, catalogs, bad, REWRITE,
-                     lambda: lost.append(commit_dropping_a_data_file(spark, bad, a_data_file(spark, bad))))
+    broken = checked(
+        spark,
+        catalogs,
+        bad,
+        REWRITE,
+        lambda: lost.append(commit_dropping_a_data_file(spark, bad, a_data_file(spark, bad))),
+    )
     assert broken.status == "violated"
     error = broken.error or ""
     assert f"table {bad.text}: rewrite_data_files committed what it may not change" in error
@@ -121,7 +132,7 @@ def test_data_rewrite_that_keeps_every_row_passes_and_one_that_drops_a_file_is_v
 def test_a_violation_during_maintenance_pauses_the_table_and_alerts(
     spark: SparkSession, catalogs: CatalogSet, engine: Engine, namespace: str, tmp_path: Path
 ) -> None:
-    key = make_table(catalogs, namespace, "paused", commits=4, partitions=2)
+    key = make_table(catalogs, table_key(namespace, "paused"), commits=4, partitions=2)
     victim = a_data_file(spark, key, "p = 1")
     before = contents_by_version(spark, key)
     only_p0 = make_recommendation(
@@ -155,7 +166,7 @@ def test_a_violation_during_maintenance_pauses_the_table_and_alerts(
 def test_a_concurrent_append_is_the_other_writer_s_and_no_violation(
     spark: SparkSession, catalogs: CatalogSet, engine: Engine, namespace: str, tmp_path: Path
 ) -> None:
-    key = make_table(catalogs, namespace, "appended_meanwhile", commits=4)
+    key = make_table(catalogs, table_key(namespace, "appended_meanwhile"), commits=4)
     before = contents_by_version(spark, key)
     with StalledTaskSlots(spark, tmp_path / "release") as stall:
         compaction = make_recommendation(REWRITE, table=key.text)
@@ -174,15 +185,20 @@ def test_manifest_rewrite_keeps_the_live_files_and_one_that_loses_a_file_is_viol
     spark: SparkSession, catalogs: CatalogSet, namespace: str
 ) -> None:
     manifests = make_action(A.REWRITE_MANIFESTS)
-    good = make_table(catalogs, namespace, "manifests_hold", commits=4)
+    good = make_table(catalogs, table_key(namespace, "manifests_hold"), commits=4)
     before = contents_by_version(spark, good)
     held = checked(spark, catalogs, good, manifests)
     assert held.status == "succeeded", held.error
     unchanged(before, contents_by_version(spark, good))
 
-    bad = make_table(catalogs, namespace, "manifests_break", commits=4)
-    broken = checked(spark, catalogs, bad, manifests,
-                     lambda: commit_dropping_a_data_file(spark, bad, a_data_file(spark, bad)))
+    bad = make_table(catalogs, table_key(namespace, "manifests_break"), commits=4)
+    broken = checked(
+        spark,
+        catalogs,
+        bad,
+        manifests,
+        lambda: commit_dropping_a_data_file(spark, bad, a_data_file(spark, bad)),
+    )
     assert broken.status == "violated"
     assert "totals changed (total-records, total-data-files)" in (broken.error or "")
     assert "live files changed by snapshot " in (broken.error or "") and " 1 gone" in (broken.error or "")
@@ -192,7 +208,7 @@ def test_expiry_keeps_what_retention_keeps_and_one_that_removes_a_kept_snapshot_
     spark: SparkSession, catalogs: CatalogSet, namespace: str
 ) -> None:
     for name, breaks in (("expiry_holds", False), ("expiry_breaks", True)):
-        key = make_table(catalogs, namespace, name, commits=5)
+        key = make_table(catalogs, table_key(namespace, name), commits=5)
         q = qualified_table("lake", key)
         history = spark.sql(f"SELECT snapshot_id FROM {q}.history ORDER BY made_current_at").collect()
         ids = [r[0] for r in history]
@@ -218,14 +234,14 @@ def test_orphan_removal_keeps_every_referenced_file_and_a_referenced_file_gone_i
     spark: SparkSession, catalogs: CatalogSet, namespace: str
 ) -> None:
     orphans = make_action(A.REMOVE_ORPHAN_FILES, older_than=THREE_DAYS_AGO)
-    good = make_table(catalogs, namespace, "orphans_hold", commits=2)
+    good = make_table(catalogs, table_key(namespace, "orphans_hold"), commits=2)
     age_files(table_dir(catalogs, good))
     before = contents_by_version(spark, good)
     held = checked(spark, catalogs, good, orphans)
     assert held.status == "succeeded", held.error
     unchanged(before, contents_by_version(spark, good))
 
-    bad = make_table(catalogs, namespace, "orphans_break", commits=2)
+    bad = make_table(catalogs, table_key(namespace, "orphans_break"), commits=2)
     age_files(table_dir(catalogs, bad))
     referenced = local(a_data_file(spark, bad))
     broken = checked(spark, catalogs, bad, orphans, lambda: os.remove(referenced))
@@ -239,13 +255,20 @@ def test_delete_rewrite_that_keeps_every_row_passes_and_one_that_drops_a_data_fi
 ) -> None:
     deletes = make_action(A.REWRITE_POSITION_DELETE_FILES, **{"rewrite-all": "true"})
     for name, breaks in (("deletes_hold", False), ("deletes_break", True)):
-        key = make_table(catalogs, namespace, name, commits=3,
-                         properties={**MOR_V2, "write.delete.granularity": "partition"})
+        key = make_table(
+            catalogs,
+            table_key(namespace, name),
+            commits=3,
+            properties={**MOR_V2, "write.delete.granularity": "partition"},
+        )
         for ids in ([1, 2], [3, 12]):  # two delete files on each data file: worth merging
             commit_position_deletes(spark, key, locate_rows(spark, key, ids))
         before = contents_by_version(spark, key)
-        fault = (lambda k=key: commit_dropping_a_data_file(spark, k, a_data_file(spark, k, "id >= 20"))) \
-            if breaks else (lambda: None)  # the third file: no delete points at it
+        fault = (
+            (lambda k=key: commit_dropping_a_data_file(spark, k, a_data_file(spark, k, "id >= 20")))
+            if breaks
+            else (lambda: None)
+        )  # the third file: no delete points at it
         result = checked(spark, catalogs, key, deletes, fault)
         after = contents_by_version(spark, key)
         if not breaks:
@@ -293,7 +316,9 @@ def lower_next_row_id(catalogs: CatalogSet, key: TableKey) -> None:
     replacement.write_text(json.dumps(document))
     with catalog.engine.begin() as connection:
         connection.execute(
-            text("UPDATE iceberg_tables SET metadata_location = :new, previous_metadata_location = :old "
-                 "WHERE table_name = :name AND metadata_location = :old"),
+            text(
+                "UPDATE iceberg_tables SET metadata_location = :new, previous_metadata_location = :old "
+                "WHERE table_name = :name AND metadata_location = :old"
+            ),
             {"new": f"file:{replacement}", "old": current, "name": key.name},
         )

@@ -24,8 +24,13 @@ from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from tests.engine.safety_testkit import append_rows, contents_by_version, make_table
 from tests.factories import make_action, make_recommendation
+from tests.tables_testkit import (
+    append_rows,
+    contents_by_version,
+    make_table,
+    table_key,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -56,7 +61,7 @@ def test_a_maintenance_with_nothing_since_is_rolled_back_by_the_job_after_a_dry_
     spark: SparkSession, settings: IcepackSettings, catalogs: CatalogSet, namespace: str
 ) -> None:
     engine = Engine(settings, catalogs, spark_provider=lambda: spark)
-    key = make_table(catalogs, namespace, "undone", commits=4)
+    key = make_table(catalogs, table_key(namespace, "undone"), commits=4)
     planned_on = maintained(engine, catalogs, key)
     compacted = current(catalogs, key)
     versions = contents_by_version(spark, key)
@@ -87,7 +92,7 @@ def test_a_commit_after_the_maintenance_refuses_the_rollback_and_changes_nothing
     spark: SparkSession, settings: IcepackSettings, catalogs: CatalogSet, namespace: str
 ) -> None:
     engine = Engine(settings, catalogs, spark_provider=lambda: spark)
-    key = make_table(catalogs, namespace, "written_since", commits=4)
+    key = make_table(catalogs, table_key(namespace, "written_since"), commits=4)
     maintained(engine, catalogs, key)
     append_rows(catalogs, key, 1000, 1010)  # a writer commits after the maintenance
     appended = current(catalogs, key)
