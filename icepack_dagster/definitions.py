@@ -32,7 +32,7 @@ from icepack_dagster.defs.maintenance.maintained_table import build_maintained_t
 from icepack_dagster.defs.maintenance.maintenance_recommendation import build_maintenance_recommendation
 from icepack_dagster.defs.maintenance.maintenance_sensor import build_maintenance_sensor
 from icepack_dagster.defs.maintenance.post_maintenance_sensor import build_post_maintenance_sensor
-from icepack_dagster.defs.maintenance.quarantine_release import release_quarantine_job
+from icepack_dagster.defs.maintenance.quarantine_release import release_quarantine_job, rollback_job
 from icepack_dagster.defs.resources import build_resources
 
 
@@ -56,6 +56,7 @@ def deployment_jobs(platform: PlatformSettings) -> list[Any]:
         build_maintenance_batch_job(name),
         fleet_summary_job,
         release_quarantine_job,
+        rollback_job,
         housekeeping_job,
     ]
 

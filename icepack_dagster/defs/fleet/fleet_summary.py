@@ -18,6 +18,7 @@ from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, runs_maintaini
 from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.model import HealthState, TableHealth
+from icepack_dagster.domain.recommendation.commit_cadence import KEEPS_CONFLICTING
 from icepack_dagster.domain.reports.fleet import (
     ATTENTION_ROWS,
     FleetSummary,
@@ -70,12 +71,20 @@ def _attention(
     return needing_attention(states, healths, _data_bytes(instance, flagged), quarantined)
 
 
-def _quarantined(engine: Engine, instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, str]:
-    return {
-        partition: history.last_error or "unknown error"
-        for partition, history, _ in table_histories(engine, instance, partitions)
-        if history.quarantined
-    }
+def _quarantined_and_conflicting(
+    engine: Engine, instance: dg.DagsterInstance, partitions: list[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The quarantined tables with their last error, and the tables whose maintenance keeps conflicting
+    with concurrent writers with their last conflict (their recommendation says the cadence and what
+    would help)."""
+    quarantined, conflicting = {}, {}
+    for partition, history, _ in table_histories(engine, instance, partitions):
+        if history.quarantined:
+            quarantined[partition] = history.last_error or "unknown error"
+        elif history.consecutive_conflicts >= KEEPS_CONFLICTING:
+            conflicting[partition] = (f"{history.consecutive_conflicts} in a row; last: "
+                                      f"{history.last_conflict or 'no detail recorded'}")
+    return quarantined, conflicting
 
 
 def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> tuple[int, int, int]:
@@ -104,7 +113,7 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     partitions = list(instance.get_dynamic_partitions(platform.partitions_name))
     healths = _healths(instance, partitions)
     states = _states(partitions, healths)
-    quarantined = _quarantined(icepack.engine, instance, partitions)
+    quarantined, conflicting = _quarantined_and_conflicting(icepack.engine, instance, partitions)
     attention = _attention(instance, states, healths, quarantined)
     previous_record = latest(instance, FLEET_SUMMARY)
     previous = decode_fleet(metadata_of(previous_record)) if previous_record else None
@@ -117,6 +126,7 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         maintenance_queued=_maintenance_runs(instance, platform, _QUEUED),
         maintenance_running=_maintenance_runs(instance, platform, _RUNNING),
         quarantined=quarantined,
+        conflicting=conflicting,
         files_reclaimed_total=files,
         bytes_reclaimed_total=size,
         maintenance_events_seen=seen,

@@ -89,6 +89,10 @@ def fleet_metadata(
         "maintenance_running": dg.MetadataValue.int(summary.maintenance_running),
         "quarantined_tables": dg.MetadataValue.int(len(summary.quarantined)),
         "quarantined": table([("table", "string"), ("last_error", "string")], quarantined),
+        "conflicting": table(
+            [("table", "string"), ("conflicts", "string")],
+            [{"table": p, "conflicts": c} for p, c in sorted(summary.conflicting.items())],
+        ),
         "files_reclaimed_total": dg.MetadataValue.int(summary.files_reclaimed_total),
         **byte_count("bytes_reclaimed_total", summary.bytes_reclaimed_total),
         "prometheus_file": dg.MetadataValue.path(metrics_path),

@@ -39,6 +39,7 @@ from icepack_dagster.domain.actions.definition import (
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.actions.option_values import REWRITE_OPTIONS, boolean, int_between, one_of, ratio
 from icepack_dagster.domain.health.judging import FINE_PARTITIONING, SMALL_FILES, format_bytes
+from icepack_dagster.domain.outcomes.commit_invariants import rewrite_rules
 from icepack_dagster.domain.policy.model import Policy
 from icepack_dagster.domain.table.partition_layout import PartitionLayout
 from icepack_dagster.domain.table.status import TableStatus
@@ -245,4 +246,7 @@ DEFINITION: ActionDefinition = ActionDefinition(
     options=OPTIONS,
     completed_options=_no_failed_commit_tolerated,
     output_fields=("rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count"),
+    commit_rules=rewrite_rules("rewritten_data_files_count", "deleted-data-files", applies_deletes=True,
+                               removes_data_files=True),
+    counts_rewritten_bytes=True,
 )
