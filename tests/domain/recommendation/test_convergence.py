@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from icepack_dagster.domain.actions.compaction_planner import partition_label
@@ -86,6 +86,7 @@ def applied(status: TableStatus, groups: dict[str, Any]) -> tuple[tuple[Partitio
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(partition, min_size=1, max_size=8).filter(lambda ps: sum(p[0] for p in ps) >= 8))
+@example([(2, 282, 0, 922), (12, 94, 0, 922), (12, 94, 0, 922)])  # rewrites that write back as many files
 def test_a_rewrite_done_as_predicted_is_never_asked_for_again(partitions: list[Layout]) -> None:
     candidates = tuple(
         PartitionCandidates(spec_id=0, values=(20000 + day,), small_files=small,
