@@ -31,7 +31,7 @@ from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of  
 from icepack_dagster.defs.materialization_codec import decode_health, health_metadata  # noqa: E402
 from icepack_dagster.domain.clock import utc_now  # noqa: E402
 from icepack_dagster.domain.health.model import HealthIssue, HealthState, Severity, TableHealth  # noqa: E402
-from icepack_dagster.store.table_facts import Measurement, TableFacts  # noqa: E402
+from icepack_dagster.store.table_facts import Measurement, TableFactsStore  # noqa: E402
 
 
 def _health(table: str) -> TableHealth:
@@ -57,7 +57,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(dir=memory) as home,
         dg.instance_for_test(temp_dir=f"{home}") as instance,
     ):
-        facts = TableFacts(f"sqlite:///{home}/state.db")
+        facts = TableFactsStore(f"sqlite:///{home}/state.db", "icepack")
         instance.add_dynamic_partitions("iceberg_tables", tables)
         loading, _ = _timed(lambda: [
             instance.report_runless_asset_event(

@@ -9,11 +9,13 @@ from collections.abc import Callable, Iterable
 import click
 
 from icepack_dagster.cli.context import (
+    EXIT_CONFLICT,
     EXIT_DEFERRED,
     EXIT_FAILED,
     EXIT_NO_EFFECT,
     EXIT_NOTHING_TO_DO,
     EXIT_TABLE_GONE,
+    EXIT_VIOLATED,
     CommandContext,
     emit,
     json_option,
@@ -67,9 +69,14 @@ def maintain(
 
 
 def _exit_code(outcomes: set[str], all_tables: bool) -> int:
-    """The worst outcome decides: a failure over a deferral over a gone table over nothing to do."""
+    """The worst outcome decides: a broken invariant over a failure over a conflict over a deferral over
+    a gone table over nothing to do."""
+    if "violated" in outcomes:
+        return EXIT_VIOLATED
     if "failed" in outcomes:
         return EXIT_FAILED
+    if "conflict" in outcomes:
+        return EXIT_CONFLICT
     if "deferred" in outcomes:
         return EXIT_DEFERRED
     if outcomes == {"table_gone"} and not all_tables:

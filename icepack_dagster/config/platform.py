@@ -24,8 +24,9 @@ class PlatformSettings(FrozenModel):
         default=DEFAULT_DEPLOYMENT,
         pattern=r"^[a-z][a-z0-9_]{0,39}$",
         description="Which icepack deployment of a shared Dagster instance this is: every run it starts "
-        "carries it (tag icepack/deployment), and it names the deployment's partitions definition and "
-        "maintenance pool; give each code location of icepack on one instance its own",
+        "carries it (tag icepack/deployment), and it names the deployment's partitions definition, "
+        "maintenance pool and table facts (in a state database deployments may share); give each code "
+        "location of icepack on one instance its own",
     )
 
     health_sync_cron: str = Field(default="*/15 * * * *", description="When status and health refresh (UTC)")

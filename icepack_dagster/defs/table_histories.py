@@ -32,15 +32,23 @@ def table_histories(
         partitions = list(instance.get_dynamic_partitions(engine.settings.platform.partitions_name))
     if measured is None:
         measured = engine.facts.measured(partitions)
-    policies: dict[TableKey, Policy] = {}
+    statuses = {
+        table_key(p): facts.status if (facts := measured.get(p)) is not None else None for p in partitions
+    }
+    judged = histories_of(engine, statuses)
     for partition in partitions:
-        key = table_key(partition)
-        facts = measured.get(partition)
-        policies[key] = _policy(engine, key, facts.status if facts is not None else None)
+        history, threshold = judged[table_key(partition)]
+        yield partition, history, threshold
+
+
+def histories_of(
+    engine: Engine, statuses: Mapping[TableKey, TableStatus | None]
+) -> dict[TableKey, tuple[TableHistory, int]]:
+    """(history, quarantine threshold) of each table, by the policy of the status given (the default
+    policy without one), in one fleet-wide read."""
+    policies = {key: _policy(engine, key, status) for key, status in statuses.items()}
     histories = engine.histories(policies)
-    for partition in partitions:
-        key = table_key(partition)
-        yield partition, histories[key], policies[key].quarantine_after_failures
+    return {key: (histories[key], policies[key].quarantine_after_failures) for key in policies}
 
 
 def _policy(engine: Engine, key: TableKey, status: TableStatus | None) -> Policy:

@@ -22,6 +22,7 @@ from icepack_dagster.domain.health.model import TableHealth
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.outcomes.prediction import PredictionAccuracy
+from icepack_dagster.domain.outcomes.rollback import RollbackPlan
 from icepack_dagster.domain.policy.layering import (
     EffectivePolicy,
     Policy,
@@ -43,7 +44,7 @@ from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
 from icepack_dagster.store.history_store import HistoryStore
 from icepack_dagster.store.manifest_store import ManifestSummaryStore
-from icepack_dagster.store.table_facts import TableFacts
+from icepack_dagster.store.table_facts import TableFactsStore
 from icepack_dagster.store.table_lease import TableLeases, default_holder
 
 if TYPE_CHECKING:
@@ -79,10 +80,10 @@ class Engine:
         return self._history or HistoryStore(self.settings.resolved_state_url)
 
     @cached_property
-    def facts(self) -> TableFacts:
+    def facts(self) -> TableFactsStore:
         """Each table's latest status, health and maintenance outcome, as the platform's decisions read
         them (store/table_facts.py)."""
-        return TableFacts(self.settings.resolved_state_url)
+        return TableFactsStore(self.settings.resolved_state_url, self.settings.platform.deployment_name)
 
     @cached_property
     def leases(self) -> TableLeases:
@@ -186,6 +187,12 @@ class Engine:
         """Drop maintenance history past `history_retention_days` that no decision reads any more."""
         cutoff = (now or utc_now()) - timedelta(days=self.settings.history_retention_days)
         return self.history_store.prune(cutoff)
+
+    def rollback(self, key: TableKey, dry_run: bool = False) -> RollbackPlan:
+        """Undo the table's last maintenance when nothing else committed since (`engine/rollback_run.py`)."""
+        from icepack_dagster.engine.rollback_run import run_rollback
+
+        return run_rollback(self.history_store, self.open_table(key), key, dry_run)
 
     def release_quarantine(self, key: TableKey) -> None:
         self.history_store.release(key.text, utc_now())

@@ -46,7 +46,7 @@ from icepack_dagster.store import (
     table_lease,
 )
 from icepack_dagster.store.history_store import HistoryStore
-from icepack_dagster.store.table_facts import Measurement, TableFacts
+from icepack_dagster.store.table_facts import Measurement, TableFactsStore
 from icepack_dagster.store.table_lease import TableLeases
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 
@@ -219,7 +219,7 @@ def test_a_database_at_the_previous_head_gains_empty_table_facts_and_keeps_its_h
         ))
     before = _rows(url, "icepack_maintenance_runs")
 
-    facts = TableFacts(url)  # the first open in this process migrates
+    facts = TableFactsStore(url, "icepack")  # the first open in this process migrates
 
     assert _revision(url) == schema_migrations.head_revision()
     assert _rows(url, "icepack_maintenance_runs") == before

@@ -13,6 +13,7 @@ from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, runs_maintaini
 from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.model import HealthState, TableHealth
+from icepack_dagster.domain.recommendation.commit_cadence import KEEPS_CONFLICTING
 from icepack_dagster.domain.reports.fleet import ATTENTION_ROWS, FleetSummary, needing_attention
 from icepack_dagster.engine import Engine
 from icepack_dagster.store.table_facts import MeasuredTable
@@ -32,14 +33,20 @@ def _states(partitions: list[str], healths: dict[str, TableHealth]) -> dict[str,
     return {p: healths[p].state if p in healths else HealthState.UNKNOWN for p in partitions}
 
 
-def _quarantined(
+def _quarantined_and_conflicting(
     engine: Engine, instance: dg.DagsterInstance, partitions: list[str], measured: dict[str, MeasuredTable]
-) -> dict[str, str]:
-    return {
-        partition: history.last_error or "unknown error"
-        for partition, history, _ in table_histories(engine, instance, partitions, measured)
-        if history.quarantined
-    }
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The quarantined tables with their last error, and the tables whose maintenance keeps conflicting
+    with concurrent writers with their last conflict (their recommendation says the cadence and what
+    would help)."""
+    quarantined, conflicting = {}, {}
+    for partition, history, _ in table_histories(engine, instance, partitions, measured):
+        if history.quarantined:
+            quarantined[partition] = history.last_error or "unknown error"
+        elif history.consecutive_conflicts >= KEEPS_CONFLICTING:
+            conflicting[partition] = (f"{history.consecutive_conflicts} in a row; last: "
+                                      f"{history.last_conflict or 'no detail recorded'}")
+    return quarantined, conflicting
 
 
 @dg.asset(deps=[TABLE_HEALTH, MAINTAINED_TABLE], group_name="fleet", kinds={"iceberg"})
@@ -57,7 +64,7 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     measured = icepack.engine.facts.measured(partitions)
     healths = {p: m.health for p, m in measured.items() if m.health is not None}
     states = _states(partitions, healths)
-    quarantined = _quarantined(icepack.engine, instance, partitions, measured)
+    quarantined, conflicting = _quarantined_and_conflicting(icepack.engine, instance, partitions, measured)
     sizes = {p: m.status.live_data_bytes for p, m in measured.items() if m.status is not None}
     attention = needing_attention(states, healths, sizes, quarantined)
     files, size = icepack.engine.facts.reclaimed()
@@ -69,6 +76,7 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         maintenance_queued=_maintenance_runs(instance, platform, _QUEUED),
         maintenance_running=_maintenance_runs(instance, platform, _RUNNING),
         quarantined=quarantined,
+        conflicting=conflicting,
         files_reclaimed_total=files,
         bytes_reclaimed_total=size,
         attention=tuple(attention[:ATTENTION_ROWS]),

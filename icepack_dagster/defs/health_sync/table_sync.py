@@ -4,18 +4,20 @@
 
 It reads only tables whose metadata file changed since their last recorded status (the rest are that
 status with snapshot ages moved to now), judges every table's health, and writes a `table_status` and
-a `table_health` materialization per table, and the same status and health as the table's facts in
-icepack's state database (what the sensors and the fleet summary decide from, store/table_facts.py):
-for every table, or (`only_changes`) only for tables whose
-status or health changed or are due a rewrite (see `health_sync_writes`). Each `table_health`
-materialization comes with the result of its partitioned `healthy` check, so the asset's partitions
-and check tab show which tables are unhealthy. A table the sync leaves unwritten keeps its last check
-result, which still judges its latest materialization and is still true: its health did not change.
+a `table_health` materialization per table, and the same status, health and needs_operator verdict as
+the table's facts in icepack's state database (what the sensors, the fleet summary and the next sync
+decide from, store/table_facts.py): for every table, or (`only_changes`) only for tables whose status,
+health or verdict changed or are due a rewrite (see `health_sync_writes`). Each `table_health`
+materialization comes with the results of its partitioned `healthy` check (which tables are unhealthy)
+and `needs_operator` check (which tables a person must act on, domain/health/needs_operator.py). A
+table the sync leaves unwritten keeps its last check results, which still judge its latest
+materialization and are still true: neither its health nor its need of a person changed.
 """
 
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 import dagster as dg
@@ -26,15 +28,26 @@ from icepack_dagster.defs.materialization_codec import (
     Metadata,
     health_check_evaluation,
     health_metadata,
+    operator_check_evaluation,
+    operator_verdict_metadata,
     status_failure_metadata,
     status_metadata,
+    verdict_of,
 )
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.table_histories import histories_of
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.judging import unknown_health
 from icepack_dagster.domain.health.model import HealthState, TableHealth
+from icepack_dagster.domain.health.needs_operator import (
+    NOT_MEASURED,
+    OperatorFacts,
+    OperatorNeed,
+    operator_need,
+)
 from icepack_dagster.domain.health.sync_writes import LastWrite, RewritePolicy, write_reason
+from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.engine import Engine
@@ -57,7 +70,10 @@ def _keys(partitions: list[str]) -> tuple[dict[str, TableKey], dict[str, str]]:
 
 
 def _last_writes(measured: dict[str, MeasuredTable]) -> dict[str, LastWrite]:
-    return {p: LastWrite(health=m.health, written_at=m.measured_at) for p, m in measured.items()}
+    return {
+        p: LastWrite(health=m.health, written_at=m.measured_at, operator_verdict=m.operator_verdict)
+        for p, m in measured.items()
+    }
 
 
 def _known_statuses(
@@ -99,24 +115,28 @@ def sync_tables(
     last_writes = _last_writes(recorded) if only_changes else {}
     measured = _judge(engine, partitions, keys, refresh.statuses, failures)
     slots = policy.slots({partition: m.health for partition, (_, m) in measured.items()})
+    needs = _operator_needs(icepack, keys, measured)
     pairs: list[tuple[str, Metadata, Measurement, str]] = []
     for partition, (status_md, measurement) in measured.items():
         health = measurement.health
+        verdict = verdict_of(needs[partition])
+        last = last_writes.get(partition)
         reason = (
-            write_reason(health, partition in read, last_writes.get(partition), now, slots[partition])
+            write_reason(health, partition in read, last, now, slots[partition], verdict)
             if only_changes
             else EVERY_TABLE
         )
         if reason is not None:
-            pairs.append((partition, status_md, measurement, reason))
+            pairs.append((partition, status_md, replace(measurement, operator_verdict=verdict), reason))
     # Another run (a post-maintenance refresh) may have written a newer result meanwhile: keep it.
     newer = _written_since(engine, [pair[0] for pair in pairs], now)
     kept = [pair for pair in pairs if pair[0] not in newer]
     for partition, status_md, measurement, reason in kept:
-        _log_pair(context, partition, status_md, health_metadata(measurement.health), reason)
+        health_md = health_metadata(measurement.health) | operator_verdict_metadata(needs[partition])
+        _log_pair(context, partition, status_md, health_md, reason)
     engine.facts.record_measurements([measurement for _, _, measurement, _ in kept], utc_now())
     judged = {partition: measurement.health for partition, _, measurement, _ in kept}
-    _log_checks(context, judged)
+    _log_checks(context, judged, needs)
     written = Counter(health.state for health in judged.values())
     total = sum(written.values())
     states = ", ".join(f"{written[state]} {state.value}" for state in HealthState if written[state])
@@ -127,17 +147,40 @@ def sync_tables(
     )
 
 
+def _operator_needs(
+    icepack: IcepackResource,
+    keys: dict[str, TableKey],
+    measured: dict[str, tuple[Metadata, Measurement]],
+) -> dict[str, OperatorNeed | None]:
+    """Whether each table needs a person (domain/health/needs_operator.py), from its health just judged
+    and its maintenance history (one fleet-wide read of the state database): icepack's own state, never
+    Dagster's events."""
+    statuses = {keys[p]: m.status for p, (_, m) in measured.items() if p in keys}
+    histories = histories_of(icepack.engine, statuses)
+    failing_after = icepack.settings.platform.alert_failing_after
+    needs: dict[str, OperatorNeed | None] = {}
+    for partition, (_, measurement) in measured.items():
+        key = keys.get(partition)
+        history = histories[key][0] if key is not None else TableHistory.empty(partition)
+        facts = OperatorFacts(health=measurement.health, history=history, failing_after=failing_after)
+        needs[partition] = operator_need(facts)
+    return needs
+
+
 def _log_checks(
-    context: dg.OpExecutionContext | dg.AssetExecutionContext, judged: dict[str, TableHealth]
+    context: dg.OpExecutionContext | dg.AssetExecutionContext,
+    judged: dict[str, TableHealth],
+    needs: Mapping[str, OperatorNeed | None],
 ) -> None:
-    """The `healthy` check of each table just written, judging that `table_health` materialization
-    (stored when it was logged, so one read finds them all)."""
+    """The `healthy` and `needs_operator` checks of each table just written, judging that
+    `table_health` materialization (stored when it was logged, so one read finds them all)."""
     materializations = latest_per_partition(context.instance, TABLE_HEALTH, list(judged))
     for partition, health in judged.items():
         if partition in materializations:
-            evaluation = health_check_evaluation(partition, health, materializations[partition])
+            materialization = materializations[partition]
             # log_event stores an AssetCheckEvaluation like any event; its type annotation omits it.
-            context.log_event(evaluation)  # type: ignore[arg-type]
+            context.log_event(health_check_evaluation(partition, health, materialization))  # type: ignore[arg-type]
+            context.log_event(operator_check_evaluation(partition, needs[partition], materialization))  # type: ignore[arg-type]
 
 
 def _judge(
@@ -154,7 +197,7 @@ def _judge(
         key = keys.get(partition)
         status = statuses.get(key.text) if key is not None else None
         if status is None:
-            error = failures.get(partition, "no status was measured")
+            error = failures.get(partition, NOT_MEASURED)
             health = unknown_health(partition, error)
             judged[partition] = status_failure_metadata(error), Measurement(partition, None, error, health)
         else:

@@ -111,9 +111,10 @@ def maintained_table(
         "health_after_rank": dg.MetadataValue.int(health_after.state.plot_value),
         "recommendation": dg.MetadataValue.asset(MAINTENANCE_RECOMMENDATION),
     }
-    if report.outcome == "failed":
+    if report.outcome in ("failed", "violated"):
+        ended = "failed" if report.outcome == "failed" else "broke an invariant and paused the table"
         raise dg.Failure(
-            description=f"maintenance of {key.text} failed: {report.first_error}",
+            description=f"maintenance of {key.text} {ended}: {report.first_error}",
             metadata=metadata,
             allow_retries=False,
         )
@@ -128,6 +129,9 @@ def why_nothing_changed(report: MaintenanceReport, config: MaintenanceConfig) ->
         planned = [r for r in report.results if r.status == "dry_run"]
         return (f"{len(planned)} action(s) would run ({', '.join(r.action for r in planned)}); their SQL "
                 "is in `sql`; nothing was changed")
+    if report.outcome == "conflict":
+        return (f"{report.conflict}; not a failure: the next attempt waits for a quieter moment "
+                "(see the recommendation)")
     if report.outcome != "nothing_to_do":
         return None
     reasons = [f"{r.action}: {r.reason}" for r in report.results if r.reason]

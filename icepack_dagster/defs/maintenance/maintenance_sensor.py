@@ -27,7 +27,7 @@ from icepack_dagster.defs.maintenance.batch_job import (
 from icepack_dagster.defs.maintenance.job import MAINTENANCE_JOB, build_maintenance_job
 from icepack_dagster.defs.maintenance_pool import pool_limit_problem
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.run_tags import maintenance_tags, runs_maintaining, table_of_run
+from icepack_dagster.defs.run_tags import PRIORITY_TAG, maintenance_tags, runs_maintaining, table_of_run
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.decisions.maintenance_batches import PlannedRun
 from icepack_dagster.domain.decisions.maintenance_selection import (
@@ -37,12 +37,13 @@ from icepack_dagster.domain.decisions.maintenance_selection import (
     health_score,
     needs_attention,
     order_candidates,
+    run_priority,
     sweep_page,
 )
 from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
 from icepack_dagster.domain.health.model import HealthState
 from icepack_dagster.engine.tick_judge import TickJudge, judge_pending
-from icepack_dagster.store.table_facts import TableFacts
+from icepack_dagster.store.table_facts import TableFactsStore
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -86,7 +87,7 @@ def _sweep_decisions(
 
 
 def _read_new_health(
-    facts: TableFacts, cursor: MaintenanceCursor, limit: int
+    facts: TableFactsStore, cursor: MaintenanceCursor, limit: int
 ) -> tuple[int, dict[str, PendingTable], int]:
     """(new cursor position, pending tables, healths read): newest health per table wins."""
     after = cursor.after_health_event
@@ -131,7 +132,11 @@ def _run_request(decision: Decision) -> dg.RunRequest:
         run_key=run_key(decision.partition, decision.health_event),
         job_name=MAINTENANCE_JOB,
         partition_key=decision.partition,
-        tags={**maintenance_tags(decision.partition, decision.health_event), **decision.run_tags},
+        tags={
+            **maintenance_tags(decision.partition, decision.health_event),
+            **decision.run_tags,
+            PRIORITY_TAG: str(run_priority([decision])),
+        },
     )
 
 

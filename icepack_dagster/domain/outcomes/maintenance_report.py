@@ -11,7 +11,10 @@ from pydantic import Field
 from icepack_dagster.domain.actions.maintenance_action import ActionResult
 from icepack_dagster.domain.frozen_model import FrozenModel
 
-Outcome = Literal["nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone", "deferred"]
+Outcome = Literal[
+    "nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone", "deferred", "conflict",
+    "violated",
+]
 
 
 class MaintenanceReport(FrozenModel):
@@ -37,8 +40,12 @@ class MaintenanceReport(FrozenModel):
         if self.interrupted is not None:
             return "failed"
         statuses = {r.status for r in self.results}
+        if "violated" in statuses:  # a commit broke an invariant: worse than any failure
+            return "violated"
         if "failed" in statuses:
             return "failed"
+        if "conflict" in statuses:  # another writer committed meanwhile: try again later, no failure
+            return "conflict"
         if "deferred" in statuses:
             return "deferred"
         if "no_effect" in statuses:  # did not do what it said: not a success, and not a failure either
@@ -52,3 +59,8 @@ class MaintenanceReport(FrozenModel):
     @property
     def first_error(self) -> str | None:
         return self.interrupted or next((r.error for r in self.results if r.error), None)
+
+    @property
+    def conflict(self) -> str | None:
+        """Why the maintenance conflicted with a concurrent writer, when it did."""
+        return next((f"{r.action}: {r.reason}" for r in self.results if r.status == "conflict"), None)
