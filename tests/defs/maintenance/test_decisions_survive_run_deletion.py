@@ -2,9 +2,10 @@
 discovery, syncs and a real maintenance launched by the sensor, deleting every run (as `dagster run
 wipe` does, `DagsterInstance.delete_run` for each, events with them) leaves the maintenance sensor's
 decisions (run requests, run keys, tags, skip reason, pending tables, from a fresh cursor and from the
-last one) and the fleet summary exactly as they were. On Dagster's SQLite storage with icepack's
-SQLite state, and on the production PostgreSQL storage with icepack's state in PostgreSQL too. The
-maintained table's contents are unchanged (row count and checksum)."""
+last one), the fleet summary and what a scheduled health sync writes (no table is new to it: its last
+health and needs_operator verdict are the tables' facts) exactly as they were. On Dagster's SQLite
+storage with icepack's SQLite state, and on the production PostgreSQL storage with icepack's state in
+PostgreSQL too. The maintained table's contents are unchanged (row count and checksum)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH
+from icepack_dagster.defs.health_sync.table_sync import SYNC_REASON
 from icepack_dagster.defs.materialization_codec import decode_fleet
 from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor
 from icepack_dagster.iceberg.catalogs import CatalogSet
@@ -29,6 +31,7 @@ from tests.defs.dagster_testkit import (
     discover,
     evaluate_sensor,
     execute_run_request,
+    materializations_in_run,
     run_health_sync,
     small_file_table,
 )
@@ -123,3 +126,6 @@ def test_deleting_every_run_changes_no_decision(
     assert _decisions(defs, instance, None) == fresh
     assert _decisions(defs, instance, fresh["cursor"].encode()) == steady
     assert _fleet(defs, instance) == fleet
+    scheduled = run_health_sync(defs, instance, tables, writes="changes")
+    reasons = [m.metadata[SYNC_REASON].value for m in materializations_in_run(scheduled, "sync_tables")]
+    assert "first materialization" not in reasons, "the sync took the wiped tables for new ones"
