@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -48,7 +47,6 @@ from icepack_dagster.store import (
 from icepack_dagster.store.history_store import HistoryStore
 from icepack_dagster.store.table_facts import Measurement, TableFactsStore
 from icepack_dagster.store.table_lease import TableLeases
-from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 
 ICEPACK = str(Path(sys.executable).parent / "icepack")
 T0 = datetime(2026, 1, 5, 3, 0, tzinfo=UTC)
@@ -84,17 +82,6 @@ Table(
     Column("summary", Text, nullable=False),
     Column("stored_at", DateTime(timezone=True), nullable=False, index=True),
 )
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state.db'}"
-        state_database.dispose_engines()
-        return
-    with fresh_database("icepack_migrate") as name:
-        yield f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
-        state_database.dispose_engines()  # before the database is dropped
 
 
 def _old_database(url: str) -> None:

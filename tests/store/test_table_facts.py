@@ -6,30 +6,13 @@ Real SQLite and real PostgreSQL, through the store's own writes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-
-import pytest
 
 from icepack_dagster.domain.health.model import HealthState, TableHealth
-from icepack_dagster.store import state_database
 from icepack_dagster.store.table_facts import Measurement, TableFactsStore
-from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 TABLE = "lake.sales.orders"  # both deployments call a table this
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state.db'}"
-        state_database.dispose_engines()
-        return
-    with fresh_database("icepack_table_facts") as name:
-        yield f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
-        state_database.dispose_engines()  # before the database is dropped
 
 
 def _measurement(table: str, state: HealthState, verdict: str) -> Measurement:
