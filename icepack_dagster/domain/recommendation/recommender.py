@@ -21,7 +21,12 @@ from icepack_dagster.domain.actions.registry import ACTIONS
 from icepack_dagster.domain.health.model import TableHealth
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.model import Policy
-from icepack_dagster.domain.recommendation.circuit_breakers import amplification_breaker
+from icepack_dagster.domain.recommendation.circuit_breakers import (
+    RewriteBudget,
+    amplification_breaker,
+    budget_breaker,
+    same_files_breaker,
+)
 from icepack_dagster.domain.recommendation.commit_cadence import conflict_wait
 from icepack_dagster.domain.recommendation.estimate import priority
 from icepack_dagster.domain.recommendation.gates import (
@@ -45,13 +50,15 @@ def recommend(
     history: TableHistory,
     now: datetime,
     ignore_cadence: bool = False,
+    budget: RewriteBudget | None = None,
 ) -> Recommendation:
     """What to run on this table now, in the registry's order, and why each other action is left out.
 
     Maintenance windows are not checked here: `in_window` gates when a run may start, so a
     recommendation can be shown at any time. `ignore_cadence` (a person's forced run) drops only the
     cadence gate and the wait after a conflict: quarantine, disabled actions, gc.enabled and the orphan
-    age floor still hold.
+    age floor still hold. `budget` is the deployment's daily rewrite budget, when one is set; the
+    circuit breakers (`circuit_breakers.py`) hold even for a forced run.
     """
     now = utc(now)
     gate = table_gate(status, health, policy, history) or (
@@ -78,6 +85,8 @@ def recommend(
                 or (None if ignore_cadence else cadence_gate(action, policy, history, now))
                 or no_effect_gate(action, status, history)
                 or amplification_breaker(action, status, history)
+                or same_files_breaker(action, status, history)
+                or budget_breaker(action, budget)
             )
         if reason is None:
             plan = spec.plan(context)
