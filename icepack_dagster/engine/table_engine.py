@@ -30,7 +30,7 @@ from icepack_dagster.domain.policy.layering import (
     in_window,
     resolve_policy,
 )
-from icepack_dagster.domain.recommendation.circuit_breakers import RewriteBudget
+from icepack_dagster.domain.recommendation.circuit_breakers import RewriteBudget, breaker_pauses
 from icepack_dagster.domain.recommendation.model import Recommendation
 from icepack_dagster.domain.recommendation.recommender import recommend
 from icepack_dagster.domain.table.key import TableKey, resolve_table_argument
@@ -198,6 +198,14 @@ class Engine:
         midnight = datetime.combine(day, time(), tzinfo=UTC)
         rewritten = self.history_store.fleet_bytes_rewritten(midnight)
         return RewriteBudget(limit_bytes=limit, rewritten_bytes=rewritten, day=day)
+
+    def breaker_pauses(
+        self, key: TableKey, status: TableStatus | None = None
+    ) -> dict[MaintenanceAction, str]:
+        """Each rewrite of the table a circuit breaker pauses now, with the reason (reads its status
+        unless given)."""
+        status = status or self.status(key)
+        return breaker_pauses(status, self.history(key), self.rewrite_budget())
 
     def release_quarantine(self, key: TableKey) -> None:
         self.history_store.release(key.text, utc_now())

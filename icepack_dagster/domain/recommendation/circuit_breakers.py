@@ -36,6 +36,7 @@ from icepack_dagster.domain.outcomes.history import RecentRewrite, TableHistory
 from icepack_dagster.domain.table.status import TableStatus
 
 BREAKER = "circuit breaker ("  # every breaker's reason starts so: the CLI, fleet view and UI find them
+AMPLIFICATION, SAME_FILES, FLEET_BUDGET = "write amplification", "same files rewritten", "fleet daily budget"
 AMPLIFICATION_LIMIT = 10  # rewritten bytes per 24 h, as a multiple of the table's live data bytes
 REPEAT_LIMIT = 3  # rewrites in a row of the same data by one action
 # The actions whose rewritten bytes count (each action's module says: `counts_rewritten_bytes`).
@@ -77,7 +78,7 @@ def amplification_breaker(
     if history.bytes_rewritten_24h <= limit:
         return None
     return (
-        f"{BREAKER}write amplification) tripped: {format_bytes(history.bytes_rewritten_24h)} "
+        f"{BREAKER}{AMPLIFICATION}) tripped: {format_bytes(history.bytes_rewritten_24h)} "
         f"rewritten in the last {WINDOW_HOURS} h, more than {AMPLIFICATION_LIMIT}x the table's "
         f"{format_bytes(size)}; rewrites pause until the window drops below that, "
         f"{_release_hint(status.table)}"
@@ -134,7 +135,7 @@ def same_files_breaker(
     size = format_bytes(sum(r.bytes_rewritten for r in streak))
     ends = streak[REPEAT_LIMIT - 1].finished_at + timedelta(hours=WINDOW_HOURS)  # the streak drops below
     return (
-        f"{BREAKER}same files rewritten) tripped: {action} rewrote this table {len(streak)} times in a row "
+        f"{BREAKER}{SAME_FILES}) tripped: {action} rewrote this table {len(streak)} times in a row "
         f"in the last {WINDOW_HOURS} h ({files} files, {size}) "
         f"with no other commit in between, so each took files the one before wrote or left, "
         f"{REPEAT_LIMIT} is the limit; paused until {_utc_text(ends)}, {_release_hint(status.table)}"
@@ -146,10 +147,37 @@ def budget_breaker(action: MaintenanceAction, budget: RewriteBudget | None) -> s
     if budget is None or action not in REWRITES or not budget.reached:
         return None
     return (
-        f"{BREAKER}fleet daily budget) tripped: this deployment's maintenance has {budget.describe()} "
+        f"{BREAKER}{FLEET_BUDGET}) tripped: this deployment's maintenance has {budget.describe()} "
         f"({BUDGET_SETTING}); rewrites are held, not failed, until the day rolls at 00:00 UTC, or an "
         "operator raises the budget"
     )
+
+
+def breaker_pause(
+    action: MaintenanceAction, status: TableStatus, history: TableHistory, budget: RewriteBudget | None
+) -> str | None:
+    """Why `action` is paused by a circuit breaker (the first that trips), or None."""
+    return (
+        amplification_breaker(action, status, history)
+        or same_files_breaker(action, status, history)
+        or budget_breaker(action, budget)
+    )
+
+
+def breaker_pauses(
+    status: TableStatus, history: TableHistory, budget: RewriteBudget | None
+) -> dict[MaintenanceAction, str]:
+    """Each rewrite a circuit breaker pauses on this table, with the reason: what the fleet view and
+    `icepack quarantine show` list, whatever else holds the table."""
+    paused = {action: breaker_pause(action, status, history, budget) for action in REWRITES}
+    return {action: reason for action, reason in paused.items() if reason is not None}
+
+
+def tripped_breaker(reason: str) -> str | None:
+    """The name of the breaker a skip reason comes from, or None when no breaker gave it."""
+    if not reason.startswith(BREAKER):
+        return None
+    return reason.removeprefix(BREAKER).split(")", 1)[0]
 
 
 def _utc_text(moment: datetime) -> str:

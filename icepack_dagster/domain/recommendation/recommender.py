@@ -3,7 +3,8 @@ and, for every action left out, the reason it was left out.
 
 Gates apply in this order: unknown health, table disabled, quarantine, no snapshot on any ref (all
 actions); then per action: disabled by policy, gc.enabled not true as Iceberg reads it (destructive
-actions), a table property Iceberg cannot read for the action, cadence, and finally whether
+actions), a table property Iceberg cannot read for the action, a tripped circuit breaker (shown before
+the cadence, so a pause is never hidden behind it), cadence, and finally whether
 the metadata shows anything to gain. The gains are estimates from metadata alone (docs/POLICY.md,
 "Recommendation"). Pure and deterministic given `now`.
 
@@ -21,12 +22,7 @@ from icepack_dagster.domain.actions.registry import ACTIONS
 from icepack_dagster.domain.health.model import TableHealth
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.model import Policy
-from icepack_dagster.domain.recommendation.circuit_breakers import (
-    RewriteBudget,
-    amplification_breaker,
-    budget_breaker,
-    same_files_breaker,
-)
+from icepack_dagster.domain.recommendation.circuit_breakers import RewriteBudget, breaker_pause
 from icepack_dagster.domain.recommendation.commit_cadence import conflict_wait
 from icepack_dagster.domain.recommendation.estimate import priority
 from icepack_dagster.domain.recommendation.gates import (
@@ -82,11 +78,9 @@ def recommend(
         else:
             reason = (
                 unreadable_for(action, spec.reads_properties, status.properties)
+                or breaker_pause(action, status, history, budget)
                 or (None if ignore_cadence else cadence_gate(action, policy, history, now))
                 or no_effect_gate(action, status, history)
-                or amplification_breaker(action, status, history)
-                or same_files_breaker(action, status, history)
-                or budget_breaker(action, budget)
             )
         if reason is None:
             plan = spec.plan(context)
