@@ -64,7 +64,8 @@ def recommend(
         skipped_all = tuple(SkippedAction(action=spec.action, reason=gate) for spec in ACTIONS)
         return Recommendation(table=status.table, skipped=skipped_all)
     gc_disabled = not gc_enabled(status.properties)
-    context = PlanningContext(status, policy, frozenset(issue.code for issue in health.issues), now)
+    issues = frozenset(issue.code for issue in health.issues)
+    context = PlanningContext(status, policy, issues, now, conflicts=history.consecutive_conflicts)
     actions: list[RecommendedAction] = []
     skipped: list[SkippedAction] = []
     gains: list[Gain] = []
