@@ -11,7 +11,7 @@ pauses rewrites only (expiry and orphan removal rewrite nothing and go on); its 
   table's current snapshot for the newest), main holds only commits made before that rewrite finished
   (its own and its maintenance's). With no other writer in between, every file a rewrite took was one
   the rewrite before wrote or left: the same data, rewritten again. A clock skew between Spark and
-  icepack, or snapshots expired, only make it count fewer.
+  icepack, snapshots expired, or another maintenance's commit in between only make it count fewer.
 - **Fleet daily budget**: when the bytes all of the deployment's rewrites read since 00:00 UTC reach
   `ICEPACK_PLATFORM_DAILY_REWRITE_BUDGET_BYTES` (off unless set), further rewrites are held, not failed,
   until the day rolls. A rewrite already running finishes, so a day may end above the budget by the
