@@ -1,0 +1,114 @@
+"""`IcepackComponent`: icepack added to a Dagster project the way dbt or Sling is, as a `dg.Component`
+configured in a `defs.yaml` (`dg scaffold defs icepack_dagster.IcepackComponent <folder>`).
+
+Its attributes are icepack's settings (docs/CONFIGURATION.md) under the names a host project reads:
+which catalogs and tables, the `platform` section, the deployment's `name`, the asset group and owners,
+and whether its sensors and schedules start running. An attribute the YAML leaves out comes from where
+the standalone code location reads it (`ICEPACK_*` variables, the `ICEPACK_CONFIG` file, the defaults),
+so the code location icepack ships is this component with a nearly empty YAML (`location/`). Secrets
+are never values in the YAML: a field holding one names an environment variable through Dagster's
+template, `"{{ env.POLARIS_CLIENT_SECRET }}"`, read when the code location loads and kept as a secret
+in the settings, which no run config, tag or UI page shows.
+"""
+
+from typing import Any, Literal
+
+import dagster as dg
+from pydantic import Field
+
+from icepack_dagster.component.scaffolder import IcepackScaffolder
+from icepack_dagster.config.platform import DEPLOYMENT_NAME_PATTERN
+from icepack_dagster.config.settings import IcepackSettings, load_settings
+from icepack_dagster.definitions import build_definitions
+from icepack_dagster.exceptions import ConfigurationError
+
+
+@dg.scaffold_with(IcepackScaffolder)
+class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
+    """Keeps the Apache Iceberg tables of the configured catalogs healthy: one dynamic partition per
+    table, health and status synced on a schedule, maintenance (compaction, snapshot expiry, orphan
+    removal) launched by a sensor within a concurrency pool, a fleet summary. Attributes left out come
+    from `ICEPACK_*` variables and the `ICEPACK_CONFIG` file (docs/CONFIGURATION.md)."""
+
+    name: str | None = Field(
+        default=None,
+        pattern=DEPLOYMENT_NAME_PATTERN,
+        description="This icepack deployment's name (lowercase letters, digits, '_'; default 'icepack'): "
+        "its partitions definition, maintenance pool and the icepack/deployment tag of its runs carry it. "
+        "Give each icepack component of one Dagster instance its own",
+    )
+    catalogs: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="Catalogs by name, each with its `kind` (embedded, postgres, rest, glue) and fields "
+        "(docs/CONFIGURATION.md); secrets as '{{ env.VARIABLE }}'. Default: the embedded catalog `lake`",
+    )
+    default_catalog: str | None = Field(default=None, description="The catalog meant by 'ns.table'")
+    include: list[str] | None = Field(
+        default=None, description="Table patterns to manage, e.g. 'lake.sales.*' (default: every table)"
+    )
+    exclude: list[str] | None = Field(default=None, description="Table patterns to leave alone")
+    home: str | None = Field(
+        default=None, description="Folder of the embedded catalog, its warehouse and icepack's state"
+    )
+    state_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of icepack's state database, as '{{ env.VARIABLE }}' when it holds a "
+        "password; default SQLite under home",
+    )
+    spark: dict[str, Any] | None = Field(
+        default=None, description="How maintenance runs Spark (master, driver_memory, conf, jars...)"
+    )
+    platform: dict[str, Any] | None = Field(
+        default=None,
+        description="Schedules, sensor cadences, batch sizes and caps (the `platform` section of "
+        "docs/CONFIGURATION.md), e.g. max_maintenance_in_flight, health_sync_cron",
+    )
+    group: str | None = Field(
+        default=None, description="Asset group of every icepack asset (default: iceberg_tables and fleet)"
+    )
+    owners: list[str] | None = Field(
+        default=None,
+        description="Owners of every icepack asset, e.g. 'team:data-platform' (default: team:icepack)",
+    )
+    automation: Literal["running", "stopped"] | None = Field(
+        default=None,
+        description="How icepack's sensors and schedules start on an instance that has not run them yet: "
+        "running, or stopped until turned on in the UI (default: running)",
+    )
+
+    def settings(self) -> IcepackSettings:
+        """icepack's settings: the attributes given, over the environment and the `ICEPACK_CONFIG` file."""
+        overrides: dict[str, Any] = {
+            field: value
+            for field in ("catalogs", "default_catalog", "include", "exclude", "home", "state_url", "spark")
+            if (value := getattr(self, field)) is not None
+        }
+        platform = dict(self.platform or {})
+        if self.name is not None:
+            platform["deployment_name"] = self.name
+        if self.automation is not None:
+            platform["sensors_running_by_default"] = self.automation == "running"
+        if platform:
+            overrides["platform"] = platform
+        try:
+            return load_settings(**overrides)
+        except ConfigurationError as error:
+            raise ConfigurationError(
+                f"IcepackComponent: {error}\n(fields are the component's attributes in its defs.yaml, with "
+                "name as platform.deployment_name and automation as platform.sensors_running_by_default; "
+                "those it leaves out come from ICEPACK_* variables and the ICEPACK_CONFIG file)"
+            ) from None
+
+    def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        defs = build_definitions(self.settings())
+        if self.group is None and self.owners is None:
+            return defs
+        return defs.map_asset_specs(func=self._presented)
+
+    def _presented(self, spec: dg.AssetSpec) -> dg.AssetSpec:
+        changes: dict[str, Any] = {}
+        if self.group is not None:
+            changes["group_name"] = self.group
+        if self.owners is not None:
+            changes["owners"] = list(self.owners)
+        return spec.replace_attributes(**changes)
