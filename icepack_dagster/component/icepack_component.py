@@ -8,7 +8,8 @@ the standalone code location reads it (`ICEPACK_*` variables, the `ICEPACK_CONFI
 so the code location icepack ships is this component with a nearly empty YAML (`location/`). Secrets
 are never values in the YAML: a field holding one names an environment variable through Dagster's
 template, `"{{ env.POLARIS_CLIENT_SECRET }}"`, read when the code location loads and kept as a secret
-in the settings, which no run config, tag or UI page shows.
+in the settings, which no run config, tag or UI page shows; the component's own repr leaves out every
+attribute that may hold one.
 """
 
 from typing import Any, Literal
@@ -25,10 +26,12 @@ from icepack_dagster.exceptions import ConfigurationError
 
 @dg.scaffold_with(IcepackScaffolder)
 class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
-    """Keeps the Apache Iceberg tables of the configured catalogs healthy: one dynamic partition per
-    table, health and status synced on a schedule, maintenance (compaction, snapshot expiry, orphan
-    removal) launched by a sensor within a concurrency pool, a fleet summary. Attributes left out come
-    from `ICEPACK_*` variables and the `ICEPACK_CONFIG` file (docs/CONFIGURATION.md)."""
+    """Keeps the Apache Iceberg tables of the configured catalogs healthy.
+
+    One dynamic partition per table, status and health synced on a schedule, maintenance (compaction,
+    snapshot expiry, orphan removal) launched by a sensor within a concurrency pool, a fleet summary.
+    Attributes left out come from `ICEPACK_*` variables and the `ICEPACK_CONFIG` file
+    (docs/CONFIGURATION.md)."""
 
     name: str | None = Field(
         default=None,
@@ -39,6 +42,7 @@ class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
     )
     catalogs: dict[str, dict[str, Any]] | None = Field(
         default=None,
+        repr=False,
         description="Catalogs by name, each with its `kind` (embedded, postgres, rest, glue) and fields "
         "(docs/CONFIGURATION.md); secrets as '{{ env.VARIABLE }}'. Default: the embedded catalog `lake`",
     )
@@ -52,14 +56,18 @@ class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
     )
     state_url: str | None = Field(
         default=None,
+        repr=False,
         description="SQLAlchemy URL of icepack's state database, as '{{ env.VARIABLE }}' when it holds a "
         "password; default SQLite under home",
     )
     spark: dict[str, Any] | None = Field(
-        default=None, description="How maintenance runs Spark (master, driver_memory, conf, jars...)"
+        default=None,
+        repr=False,
+        description="How maintenance runs Spark (master, driver_memory, conf, jars...)",
     )
     platform: dict[str, Any] | None = Field(
         default=None,
+        repr=False,
         description="Schedules, sensor cadences, batch sizes and caps (the `platform` section of "
         "docs/CONFIGURATION.md), e.g. max_maintenance_in_flight, health_sync_cron",
     )
