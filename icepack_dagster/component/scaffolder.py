@@ -44,9 +44,11 @@ attributes:
 
 
 def deployment_name(folder: Path) -> str:
-    """A valid deployment name from the scaffolded folder's name (`Lake-Health` -> `lake_health`)."""
-    name = _NOT_IN_A_NAME.sub("_", folder.name.lower()).strip("_")[:40]
-    return name if name[:1].isalpha() else DEFAULT_DEPLOYMENT
+    """A valid deployment name from the scaffolded folder's name (`Lake-Health` -> `lake_health`,
+    `2026_lake` -> `icepack_2026_lake`), never the default deployment's own name unless asked for."""
+    name = _NOT_IN_A_NAME.sub("_", folder.name.lower()).strip("_")
+    name = name if name[:1].isalpha() else f"{DEFAULT_DEPLOYMENT}_{name}".rstrip("_")
+    return name[:40].rstrip("_")
 
 
 class IcepackScaffolder(dg.Scaffolder):

@@ -2,7 +2,8 @@
 the partitions definition and the maintenance pool, group and owners go on every asset, `automation`
 decides how sensors and schedules start), attributes left out come from the `ICEPACK_*` environment, a
 secret is an environment variable's name in the YAML and a `SecretStr` in the settings, a bad attribute
-fails naming it, and the code location icepack ships is the same component."""
+fails naming it, the code location icepack ships is the same component, and the scaffolder names
+the deployment after its folder."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from icepack_dagster import IcepackComponent
+from icepack_dagster.component.scaffolder import deployment_name
 from icepack_dagster.definitions import build_definitions, defs
 from icepack_dagster.exceptions import ConfigurationError
 
@@ -102,3 +104,13 @@ def test_the_shipped_code_location_is_the_component_with_every_setting_from_the_
     assert sorted(shipped.resources or {}) == sorted(direct.resources or {}) == ["icepack", "spark"]
     table_status = shipped.resolve_asset_graph().get(dg.AssetKey("table_status"))
     assert table_status.partitions_def.name == "iceberg_tables_shipped"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("folder", "name"),
+    [("lake_health", "lake_health"), ("Lake-Health", "lake_health"), ("2026 lake", "icepack_2026_lake"),
+     ("---", "icepack"), ("a" * 50, "a" * 40)],
+)
+def test_the_scaffolded_deployment_is_named_after_its_folder(folder: str, name: str) -> None:
+    assert deployment_name(Path(folder)) == name
+    assert component(f"name: {name}\n").name == name  # a name the component accepts
