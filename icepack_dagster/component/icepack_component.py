@@ -12,7 +12,7 @@ in the settings, which no run config, tag or UI page shows; the component's own 
 attribute that may hold one.
 """
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import dagster as dg
 from pydantic import Field
@@ -22,6 +22,14 @@ from icepack_dagster.config.platform import DEPLOYMENT_NAME_PATTERN
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.exceptions import ConfigurationError
+
+# Attributes that may hold a secret (resolved from '{{ env.VARIABLE }}') stay out of the component's repr.
+_SECRET = Field(repr=False)
+
+
+def _described(description: str) -> dg.Resolver:
+    """An attribute's description, as `dg` and the UI's Docs tab show it."""
+    return dg.Resolver.default(description=description)
 
 
 @dg.scaffold_with(IcepackScaffolder)
@@ -33,56 +41,66 @@ class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
     Attributes left out come from `ICEPACK_*` variables and the `ICEPACK_CONFIG` file
     (docs/CONFIGURATION.md)."""
 
-    name: str | None = Field(
-        default=None,
-        pattern=DEPLOYMENT_NAME_PATTERN,
-        description="This icepack deployment's name (lowercase letters, digits, '_'; default 'icepack'): "
-        "its partitions definition, maintenance pool and the icepack/deployment tag of its runs carry it. "
-        "Give each icepack component of one Dagster instance its own",
-    )
-    catalogs: dict[str, dict[str, Any]] | None = Field(
-        default=None,
-        repr=False,
-        description="Catalogs by name, each with its `kind` (embedded, postgres, rest, glue) and fields "
-        "(docs/CONFIGURATION.md); secrets as '{{ env.VARIABLE }}'. Default: the embedded catalog `lake`",
-    )
-    default_catalog: str | None = Field(default=None, description="The catalog meant by 'ns.table'")
-    include: list[str] | None = Field(
-        default=None, description="Table patterns to manage, e.g. 'lake.sales.*' (default: every table)"
-    )
-    exclude: list[str] | None = Field(default=None, description="Table patterns to leave alone")
-    home: str | None = Field(
-        default=None, description="Folder of the embedded catalog, its warehouse and icepack's state"
-    )
-    state_url: str | None = Field(
-        default=None,
-        repr=False,
-        description="SQLAlchemy URL of icepack's state database, as '{{ env.VARIABLE }}' when it holds a "
-        "password; default SQLite under home",
-    )
-    spark: dict[str, Any] | None = Field(
-        default=None,
-        repr=False,
-        description="How maintenance runs Spark (master, driver_memory, conf, jars...)",
-    )
-    platform: dict[str, Any] | None = Field(
-        default=None,
-        repr=False,
-        description="Schedules, sensor cadences, batch sizes and caps (the `platform` section of "
-        "docs/CONFIGURATION.md), e.g. max_maintenance_in_flight, health_sync_cron",
-    )
-    group: str | None = Field(
-        default=None, description="Asset group of every icepack asset (default: iceberg_tables and fleet)"
-    )
-    owners: list[str] | None = Field(
-        default=None,
-        description="Owners of every icepack asset, e.g. 'team:data-platform' (default: team:icepack)",
-    )
-    automation: Literal["running", "stopped"] | None = Field(
-        default=None,
-        description="How icepack's sensors and schedules start on an instance that has not run them yet: "
-        "running, or stopped until turned on in the UI (default: running)",
-    )
+    name: Annotated[
+        str | None,
+        Field(pattern=DEPLOYMENT_NAME_PATTERN),
+        _described(
+            "This icepack deployment's name (lowercase letters, digits, '_'; default 'icepack'): its "
+            "partitions definition, maintenance pool and the icepack/deployment tag of its runs carry it. "
+            "Give each icepack deployment of one Dagster instance its own"
+        ),
+    ] = None
+    catalogs: Annotated[
+        dict[str, dict[str, Any]] | None,
+        _SECRET,
+        _described(
+            "Catalogs by name, each with its `kind` (embedded, postgres, rest, glue) and fields "
+            "(docs/CONFIGURATION.md); secrets as '{{ env.VARIABLE }}'. Default: the embedded catalog `lake`"
+        ),
+    ] = None
+    default_catalog: Annotated[str | None, _described("The catalog meant by 'ns.table'")] = None
+    include: Annotated[
+        list[str] | None, _described("Table patterns to manage, e.g. 'lake.sales.*' (default: every table)")
+    ] = None
+    exclude: Annotated[list[str] | None, _described("Table patterns to leave alone")] = None
+    home: Annotated[
+        str | None, _described("Folder of the embedded catalog, its warehouse and icepack's state")
+    ] = None
+    state_url: Annotated[
+        str | None,
+        _SECRET,
+        _described(
+            "SQLAlchemy URL of icepack's state database, as '{{ env.VARIABLE }}' when it holds a password; "
+            "default SQLite under home"
+        ),
+    ] = None
+    spark: Annotated[
+        dict[str, Any] | None,
+        _SECRET,
+        _described("How maintenance runs Spark (master, driver_memory, conf, jars...)"),
+    ] = None
+    platform: Annotated[
+        dict[str, Any] | None,
+        _SECRET,
+        _described(
+            "Schedules, sensor cadences, batch sizes and caps (the `platform` section of "
+            "docs/CONFIGURATION.md), e.g. max_maintenance_in_flight, health_sync_cron"
+        ),
+    ] = None
+    group: Annotated[
+        str | None, _described("Asset group of every icepack asset (default: iceberg_tables and fleet)")
+    ] = None
+    owners: Annotated[
+        list[str] | None,
+        _described("Owners of every icepack asset, e.g. 'team:data-platform' (default: team:icepack)"),
+    ] = None
+    automation: Annotated[
+        Literal["running", "stopped"] | None,
+        _described(
+            "How icepack's sensors and schedules start on an instance that has not run them yet: running, "
+            "or stopped until turned on in the UI (default: running)"
+        ),
+    ] = None
 
     def settings(self) -> IcepackSettings:
         """icepack's settings: the attributes given, over the environment and the `ICEPACK_CONFIG` file."""

@@ -2,8 +2,8 @@
 the partitions definition and the maintenance pool, group and owners go on every asset, `automation`
 decides how sensors and schedules start), attributes left out come from the `ICEPACK_*` environment, a
 secret is an environment variable's name in the YAML and a `SecretStr` in the settings, a bad attribute
-fails naming it, the code location icepack ships is the same component, and the scaffolder names
-the deployment after its folder."""
+fails naming it, the code location icepack ships is the same component, the scaffolder names the
+deployment after its folder, and every attribute carries the description `dg` and the UI show."""
 
 from __future__ import annotations
 
@@ -114,3 +114,8 @@ def test_the_shipped_code_location_is_the_component_with_every_setting_from_the_
 def test_the_scaffolded_deployment_is_named_after_its_folder(folder: str, name: str) -> None:
     assert deployment_name(Path(folder)) == name
     assert component(f"name: {name}\n").name == name  # a name the component accepts
+
+
+def test_every_attribute_is_described_for_dg_and_the_docs_tab() -> None:
+    schema = IcepackComponent.get_model_cls().model_json_schema()
+    assert {name for name, field in schema["properties"].items() if not field.get("description")} == set()
