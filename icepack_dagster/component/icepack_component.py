@@ -12,12 +12,20 @@ in the settings, which no run config, tag or UI page shows; the component's own 
 attribute that may hold one.
 """
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import dagster as dg
+from dagster.components import ResolutionContext
 from pydantic import Field
 
 from icepack_dagster.component.scaffolder import IcepackScaffolder
+from icepack_dagster.component.secret_attributes import (
+    catalog_literal_secrets,
+    platform_literal_secrets,
+    refuse_literal_secrets,
+    state_url_literal_secrets,
+)
 from icepack_dagster.config.platform import DEPLOYMENT_NAME_PATTERN
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
@@ -30,6 +38,17 @@ _SECRET = Field(repr=False)
 def _described(description: str) -> dg.Resolver:
     """An attribute's description, as `dg` and the UI's Docs tab show it."""
     return dg.Resolver.default(description=description)
+
+
+def _holding_secrets(check: Callable[[Any], list[str]], model_type: Any, description: str) -> dg.Resolver:
+    """A described attribute whose secrets must be templates in the YAML (`secret_attributes.py`): checked
+    on the YAML as written, before Dagster resolves the templates."""
+
+    def resolve(context: ResolutionContext, raw: Any) -> Any:
+        refuse_literal_secrets(check(raw))
+        return context.resolve_value(raw)
+
+    return dg.Resolver(resolve, model_field_type=model_type, description=description)
 
 
 @dg.scaffold_with(IcepackScaffolder)
@@ -53,9 +72,11 @@ class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
     catalogs: Annotated[
         dict[str, dict[str, Any]] | None,
         _SECRET,
-        _described(
+        _holding_secrets(
+            catalog_literal_secrets,
+            dict[str, dict[str, Any]],
             "Catalogs by name, each with its `kind` (embedded, postgres, rest, glue) and fields "
-            "(docs/CONFIGURATION.md); secrets as '{{ env.VARIABLE }}'. Default: the embedded catalog `lake`"
+            "(docs/CONFIGURATION.md); secrets as '{{ env.VARIABLE }}'. Default: the embedded catalog `lake`",
         ),
     ] = None
     default_catalog: Annotated[str | None, _described("The catalog meant by 'ns.table'")] = None
@@ -69,9 +90,11 @@ class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
     state_url: Annotated[
         str | None,
         _SECRET,
-        _described(
+        _holding_secrets(
+            state_url_literal_secrets,
+            str,
             "SQLAlchemy URL of icepack's state database, as '{{ env.VARIABLE }}' when it holds a password; "
-            "default SQLite under home"
+            "default SQLite under home",
         ),
     ] = None
     spark: Annotated[
@@ -82,9 +105,12 @@ class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
     platform: Annotated[
         dict[str, Any] | None,
         _SECRET,
-        _described(
+        _holding_secrets(
+            platform_literal_secrets,
+            dict[str, Any],
             "Schedules, sensor cadences, batch sizes and caps (the `platform` section of "
-            "docs/CONFIGURATION.md), e.g. max_maintenance_in_flight, health_sync_cron"
+            "docs/CONFIGURATION.md), e.g. max_maintenance_in_flight, health_sync_cron; alert_webhook_url "
+            "as '{{ env.VARIABLE }}'",
         ),
     ] = None
     group: Annotated[

@@ -1,7 +1,8 @@
 """`IcepackComponent` in process: its YAML attributes reach the definitions (the deployment name names
 the partitions definition and the maintenance pool, group and owners go on every asset, `automation`
 decides how sensors and schedules start), attributes left out come from the `ICEPACK_*` environment, a
-secret is an environment variable's name in the YAML and a `SecretStr` in the settings, a bad attribute
+secret is an environment variable's name in the YAML and a `SecretStr` in the settings (a secret written
+as a value is refused naming its path), a bad attribute
 fails naming it, the code location icepack ships is the same component, the scaffolder names the
 deployment after its folder, and every attribute carries the description `dg` and the UI show."""
 
@@ -119,3 +120,40 @@ def test_the_scaffolded_deployment_is_named_after_its_folder(folder: str, name: 
 def test_every_attribute_is_described_for_dg_and_the_docs_tab() -> None:
     schema = IcepackComponent.get_model_cls().model_json_schema()
     assert {name for name, field in schema["properties"].items() if not field.get("description")} == set()
+
+
+REST = "kind: rest, uri: 'https://polaris.example.com', warehouse: w, client_id: icepack"
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        (f"catalogs:\n  polaris: {{{REST}, client_secret: plain}}\n", "catalogs.polaris.client_secret"),
+        (
+            f"catalogs:\n  polaris: {{{REST}, client_secret: '{{{{ env.S }}}}', "
+            "s3: {access_key_id: a, secret_access_key: plain}}\n",
+            "catalogs.polaris.s3.secret_access_key",
+        ),
+        (
+            "catalogs:\n  pg: {kind: postgres, host: h, database: d, user: u, password: plain}\n",
+            "catalogs.pg.password",
+        ),
+        ("platform:\n  alert_webhook_url: https://hooks.example.com/T0\n", "platform.alert_webhook_url"),
+        ("state_url: postgresql://icepack:plain@db/icepack\n", "state_url"),
+    ],
+)
+def test_a_secret_written_as_a_value_is_refused_naming_it(text: str, named: str) -> None:
+    with pytest.raises(Exception, match=rf"(?s)IcepackComponent: {named.replace('.', '[.]')} hold a secret"):
+        component(text)
+
+
+def test_templated_secrets_and_plain_values_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("S", "from-the-environment")
+    accepted = component(
+        f"catalogs:\n  polaris: {{{REST}, client_secret: '{{{{ env.S }}}}'}}\n"
+        "state_url: postgresql://icepack@db/icepack\nplatform:\n  max_maintenance_in_flight: 3\n"
+    )
+    assert accepted.catalogs == {"polaris": {
+        "kind": "rest", "uri": "https://polaris.example.com", "warehouse": "w", "client_id": "icepack",
+        "client_secret": "from-the-environment",
+    }}
