@@ -16,15 +16,18 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import dagster as dg
+import jinja2
 from dagster.components import ResolutionContext
 from pydantic import Field
 
 from icepack_dagster.component.scaffolder import IcepackScaffolder
 from icepack_dagster.component.secret_attributes import (
-    catalog_literal_secrets,
-    platform_literal_secrets,
+    SecretPath,
+    at,
+    catalog_secret_paths,
+    platform_secret_paths,
     refuse_literal_secrets,
-    state_url_literal_secrets,
+    state_url_secret_paths,
 )
 from icepack_dagster.config.platform import DEPLOYMENT_NAME_PATTERN
 from icepack_dagster.config.settings import IcepackSettings, load_settings
@@ -40,15 +43,42 @@ def _described(description: str) -> dg.Resolver:
     return dg.Resolver.default(description=description)
 
 
-def _holding_secrets(check: Callable[[Any], list[str]], model_type: Any, description: str) -> dg.Resolver:
-    """A described attribute whose secrets must be templates in the YAML (`secret_attributes.py`): checked
-    on the YAML as written, before Dagster resolves the templates."""
+def _secret_text(context: ResolutionContext, template: str, name: str) -> str:
+    """A secret's template rendered as text. Dagster renders templates natively, turning a value that
+    reads as a Python literal into one ('012' stays text, '123' becomes 123, "'x'" loses its quotes),
+    which would change a password; a template naming an unset variable is an error, not 'None'."""
+
+    def present(value: Any) -> Any:
+        if value is None:
+            raise ConfigurationError(
+                f"IcepackComponent: {name} ({template}) resolves to nothing: set the environment variable "
+                "it names"
+            )
+        return value
+
+    return jinja2.Environment(finalize=present).from_string(template).render(**context.scope)
+
+
+def _holding_secrets(
+    attribute: str, secret_paths: Callable[[Any], list[SecretPath]], model_type: Any, description: str
+) -> dg.Resolver:
+    """A described attribute whose secrets (`secret_attributes.py`) must be templates in the YAML, checked
+    on the YAML as written, and are rendered as text."""
 
     def resolve(context: ResolutionContext, raw: Any) -> Any:
-        refuse_literal_secrets(check(raw))
-        return context.resolve_value(raw)
+        paths = secret_paths(raw)
+        refuse_literal_secrets(attribute, raw, paths)
+        resolved = context.resolve_value(raw)
+        for path in paths:
+            text = _secret_text(context, at(raw, path), ".".join((attribute, *path)))
+            if not path:
+                return text
+            at(resolved, path[:-1])[path[-1]] = text
+        return resolved
 
-    return dg.Resolver(resolve, model_field_type=model_type, description=description)
+    return dg.Resolver(
+        resolve, model_field_type=model_type, description=description, inject_before_resolve=False
+    )
 
 
 @dg.scaffold_with(IcepackScaffolder)
@@ -73,7 +103,8 @@ class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
         dict[str, dict[str, Any]] | None,
         _SECRET,
         _holding_secrets(
-            catalog_literal_secrets,
+            "catalogs",
+            catalog_secret_paths,
             dict[str, dict[str, Any]],
             "Catalogs by name, each with its `kind` (embedded, postgres, rest, glue) and fields "
             "(docs/CONFIGURATION.md); secrets as '{{ env.VARIABLE }}'. Default: the embedded catalog `lake`",
@@ -91,7 +122,8 @@ class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
         str | None,
         _SECRET,
         _holding_secrets(
-            state_url_literal_secrets,
+            "state_url",
+            state_url_secret_paths,
             str,
             "SQLAlchemy URL of icepack's state database, as '{{ env.VARIABLE }}' when it holds a password; "
             "default SQLite under home",
@@ -106,7 +138,8 @@ class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
         dict[str, Any] | None,
         _SECRET,
         _holding_secrets(
-            platform_literal_secrets,
+            "platform",
+            platform_secret_paths,
             dict[str, Any],
             "Schedules, sensor cadences, batch sizes and caps (the `platform` section of "
             "docs/CONFIGURATION.md), e.g. max_maintenance_in_flight, health_sync_cron; alert_webhook_url "

@@ -28,13 +28,17 @@ def _types_in(annotation: Any) -> list[Any]:
     return [annotation]
 
 
-def _literal(value: Any) -> bool:
+SecretPath = tuple[str, ...]
+
+
+def literal(value: Any) -> bool:
+    """A value written as it is, not through a template."""
     return isinstance(value, str) and bool(value) and _TEMPLATE not in value
 
 
-def literal_secrets(raw: Any, model: type[BaseModel], path: str) -> list[str]:
-    """The paths under `path` of the unresolved YAML `raw` (read as `model`) where a secret is written as
-    a value instead of a template."""
+def secret_paths(raw: Any, model: type[BaseModel], path: SecretPath = ()) -> list[SecretPath]:
+    """Where the unresolved YAML `raw`, read as `model`, holds a secret: the keys of its `SecretStr`
+    fields, in nested models too."""
     if not isinstance(raw, Mapping):
         return []
     found = []
@@ -43,38 +47,47 @@ def literal_secrets(raw: Any, model: type[BaseModel], path: str) -> list[str]:
         if field is None:
             continue
         types = _types_in(field.annotation)
-        if SecretStr in types and _literal(value):
-            found.append(f"{path}.{key}")
+        if SecretStr in types and value is not None:
+            found.append((*path, str(key)))
         for nested in (t for t in types if isinstance(t, type) and issubclass(t, BaseModel)):
-            found += literal_secrets(value, nested, f"{path}.{key}")
+            found += secret_paths(value, nested, (*path, str(key)))
     return found
 
 
-def catalog_literal_secrets(raw: Any) -> list[str]:
-    """Literal secrets in the `catalogs` attribute, each catalog read as the model of its `kind`."""
+def catalog_secret_paths(raw: Any) -> list[SecretPath]:
+    """The secrets of the `catalogs` attribute, each catalog read as the model of its `kind`."""
     kinds = {kind.model_fields["kind"].default: kind for kind in CATALOG_KINDS}
     found = []
-    for name, catalog in (raw or {}).items() if isinstance(raw, Mapping) else ():
+    for name, catalog in raw.items() if isinstance(raw, Mapping) else ():
         kind = kinds.get(catalog.get("kind")) if isinstance(catalog, Mapping) else None
         if kind is not None:
-            found += literal_secrets(catalog, kind, f"catalogs.{name}")
+            found += secret_paths(catalog, kind, (str(name),))
     return found
 
 
-def platform_literal_secrets(raw: Any) -> list[str]:
-    return literal_secrets(raw, PlatformSettings, "platform")
+def platform_secret_paths(raw: Any) -> list[SecretPath]:
+    return secret_paths(raw, PlatformSettings)
 
 
-def state_url_literal_secrets(raw: Any) -> list[str]:
-    """The state database URL is a secret only when it carries a password (`sqlite:///...` is not)."""
-    if _literal(raw) and urlsplit(raw).password:
-        return ["state_url"]
+def state_url_secret_paths(raw: Any) -> list[SecretPath]:
+    """The state database URL is a secret when it is a template or carries a password (`sqlite:///...`
+    written as it is carries none)."""
+    if isinstance(raw, str) and (not literal(raw) or urlsplit(raw).password):
+        return [()]
     return []
 
 
-def refuse_literal_secrets(paths: list[str]) -> None:
-    if paths:
+def at(value: Any, path: SecretPath) -> Any:
+    for key in path:
+        value = value[key]
+    return value
+
+
+def refuse_literal_secrets(attribute: str, raw: Any, paths: list[SecretPath]) -> None:
+    """Fail naming every secret of `attribute` written as a value rather than a template."""
+    literals = [".".join((attribute, *path)) for path in paths if literal(at(raw, path))]
+    if literals:
         raise ConfigurationError(
-            f"IcepackComponent: {', '.join(paths)} hold a secret as a value in defs.yaml; name an "
+            f"IcepackComponent: {', '.join(literals)}: a secret written as a value in defs.yaml; name an "
             "environment variable instead, e.g. client_secret: \"{{ env.POLARIS_CLIENT_SECRET }}\""
         )

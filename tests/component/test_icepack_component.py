@@ -143,7 +143,8 @@ REST = "kind: rest, uri: 'https://polaris.example.com', warehouse: w, client_id:
     ],
 )
 def test_a_secret_written_as_a_value_is_refused_naming_it(text: str, named: str) -> None:
-    with pytest.raises(Exception, match=rf"(?s)IcepackComponent: {named.replace('.', '[.]')} hold a secret"):
+    refused = rf"(?s)IcepackComponent: {named.replace('.', '[.]')}: a secret written as a value"
+    with pytest.raises(Exception, match=refused):
         component(text)
 
 
@@ -157,3 +158,25 @@ def test_templated_secrets_and_plain_values_are_accepted(monkeypatch: pytest.Mon
         "kind": "rest", "uri": "https://polaris.example.com", "warehouse": "w", "client_id": "icepack",
         "client_secret": "from-the-environment",
     }}
+
+
+@pytest.mark.parametrize("value", ["123", "012345", "'quoted'", "1e5", "[1, 2]", "true"])
+def test_a_templated_secret_stays_text(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dagster renders templates natively (`123` would become the number 123); a secret is text."""
+    monkeypatch.setenv("PG_PASSWORD", value)
+    monkeypatch.setenv("PG_PORT", "5433")
+    text = (
+        "catalogs:\n  pg: {kind: postgres, host: h, port: '{{ env.PG_PORT }}', database: d, user: u, "
+        "password: '{{ env.PG_PASSWORD }}', warehouse: /w}\n"
+        "state_url: 'postgresql://u:{{ env.PG_PASSWORD }}@h/d'\n"
+    )
+    settings = component(text).settings()
+    assert settings.catalogs["pg"].password.get_secret_value() == value  # type: ignore[union-attr]
+    assert settings.catalogs["pg"].port == 5433  # type: ignore[union-attr]
+    assert settings.state_url is not None and settings.state_url.get_secret_value() == f"postgresql://u:{value}@h/d"
+
+
+def test_a_secret_naming_an_unset_variable_fails_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ICEPACK_TEST_UNSET_WEBHOOK", raising=False)
+    with pytest.raises(Exception, match=r"(?s)platform\.alert_webhook_url .* resolves to nothing"):
+        component("platform:\n  alert_webhook_url: '{{ env.ICEPACK_TEST_UNSET_WEBHOOK }}'\n")
