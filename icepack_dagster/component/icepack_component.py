@@ -17,7 +17,6 @@ from typing import Annotated, Any, Literal
 
 import dagster as dg
 import jinja2
-from dagster.components import ResolutionContext
 from pydantic import Field
 
 from icepack_dagster.component.scaffolder import IcepackScaffolder
@@ -43,7 +42,7 @@ def _described(description: str) -> dg.Resolver:
     return dg.Resolver.default(description=description)
 
 
-def _secret_text(context: ResolutionContext, template: str, name: str) -> str:
+def _secret_text(context: dg.ResolutionContext, template: str, name: str) -> str:
     """A secret's template rendered as text. Dagster renders templates natively, turning a value that
     reads as a Python literal into one ('012' stays text, '123' becomes 123, "'x'" loses its quotes),
     which would change a password; a template naming an unset variable is an error, not 'None'."""
@@ -65,7 +64,7 @@ def _holding_secrets(
     """A described attribute whose secrets (`secret_attributes.py`) must be templates in the YAML, checked
     on the YAML as written, and are rendered as text."""
 
-    def resolve(context: ResolutionContext, raw: Any) -> Any:
+    def resolve(context: dg.ResolutionContext, raw: Any) -> Any:
         paths = secret_paths(raw)
         refuse_literal_secrets(attribute, raw, paths)
         resolved = context.resolve_value(raw)
