@@ -6,6 +6,7 @@ import dagster as dg
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest, latest_per_partition, metadata_of, new_materializations
+from icepack_dagster.defs.fleet.breaker_pauses import paused_by_breakers
 from icepack_dagster.defs.materialization_codec import (
     decode_fleet,
     decode_health,
@@ -73,18 +74,19 @@ def _attention(
 
 def _quarantined_and_conflicting(
     engine: Engine, instance: dg.DagsterInstance, partitions: list[str]
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The quarantined tables with their last error, and the tables whose maintenance keeps conflicting
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """The quarantined tables with their last error, the tables whose maintenance keeps conflicting
     with concurrent writers with their last conflict (their recommendation says the cadence and what
-    would help)."""
-    quarantined, conflicting = {}, {}
+    would help), and the tables a circuit breaker pauses with its reasons."""
+    quarantined, conflicting, histories = {}, {}, {}
     for partition, history, _ in table_histories(engine, instance, partitions):
+        histories[partition] = history
         if history.quarantined:
             quarantined[partition] = history.last_error or "unknown error"
         elif history.consecutive_conflicts >= KEEPS_CONFLICTING:
             conflicting[partition] = (f"{history.consecutive_conflicts} in a row; last: "
                                       f"{history.last_conflict or 'no detail recorded'}")
-    return quarantined, conflicting
+    return quarantined, conflicting, paused_by_breakers(instance, histories)
 
 
 def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> tuple[int, int, int]:
@@ -113,7 +115,8 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     partitions = list(instance.get_dynamic_partitions(platform.partitions_name))
     healths = _healths(instance, partitions)
     states = _states(partitions, healths)
-    quarantined, conflicting = _quarantined_and_conflicting(icepack.engine, instance, partitions)
+    quarantined, conflicting, paused = _quarantined_and_conflicting(icepack.engine, instance, partitions)
+    budget = icepack.engine.rewrite_budget()
     attention = _attention(instance, states, healths, quarantined)
     previous_record = latest(instance, FLEET_SUMMARY)
     previous = decode_fleet(metadata_of(previous_record)) if previous_record else None
@@ -127,6 +130,8 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         maintenance_running=_maintenance_runs(instance, platform, _RUNNING),
         quarantined=quarantined,
         conflicting=conflicting,
+        paused_by_breakers=paused,
+        rewrite_budget=budget.describe() + (" (reached)" if budget.reached else "") if budget else None,
         files_reclaimed_total=files,
         bytes_reclaimed_total=size,
         maintenance_events_seen=seen,
