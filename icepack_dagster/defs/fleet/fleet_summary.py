@@ -7,6 +7,7 @@ import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, TABLE_HEALTH
+from icepack_dagster.defs.fleet.breaker_pauses import paused_by_breakers
 from icepack_dagster.defs.materialization_codec import fleet_metadata
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, runs_maintaining
@@ -35,18 +36,19 @@ def _states(partitions: list[str], healths: dict[str, TableHealth]) -> dict[str,
 
 def _quarantined_and_conflicting(
     engine: Engine, instance: dg.DagsterInstance, partitions: list[str], measured: dict[str, MeasuredTable]
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The quarantined tables with their last error, and the tables whose maintenance keeps conflicting
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """The quarantined tables with their last error, the tables whose maintenance keeps conflicting
     with concurrent writers with their last conflict (their recommendation says the cadence and what
-    would help)."""
-    quarantined, conflicting = {}, {}
+    would help), and the tables a circuit breaker pauses with its reasons."""
+    quarantined, conflicting, histories = {}, {}, {}
     for partition, history, _ in table_histories(engine, instance, partitions, measured):
+        histories[partition] = history
         if history.quarantined:
             quarantined[partition] = history.last_error or "unknown error"
         elif history.consecutive_conflicts >= KEEPS_CONFLICTING:
             conflicting[partition] = (f"{history.consecutive_conflicts} in a row; last: "
                                       f"{history.last_conflict or 'no detail recorded'}")
-    return quarantined, conflicting
+    return quarantined, conflicting, paused_by_breakers(measured, histories)
 
 
 @dg.asset(deps=[TABLE_HEALTH, MAINTAINED_TABLE], group_name="fleet", kinds={"iceberg"})
@@ -64,7 +66,10 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     measured = icepack.engine.facts.measured(partitions)
     healths = {p: m.health for p, m in measured.items() if m.health is not None}
     states = _states(partitions, healths)
-    quarantined, conflicting = _quarantined_and_conflicting(icepack.engine, instance, partitions, measured)
+    quarantined, conflicting, paused = _quarantined_and_conflicting(
+        icepack.engine, instance, partitions, measured
+    )
+    budget = icepack.engine.rewrite_budget()
     sizes = {p: m.status.live_data_bytes for p, m in measured.items() if m.status is not None}
     attention = needing_attention(states, healths, sizes, quarantined)
     files, size = icepack.engine.facts.reclaimed()
@@ -77,6 +82,8 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         maintenance_running=_maintenance_runs(instance, platform, _RUNNING),
         quarantined=quarantined,
         conflicting=conflicting,
+        paused_by_breakers=paused,
+        rewrite_budget=budget.describe() + (" (reached)" if budget.reached else "") if budget else None,
         files_reclaimed_total=files,
         bytes_reclaimed_total=size,
         attention=tuple(attention[:ATTENTION_ROWS]),
