@@ -2,18 +2,20 @@
 reclaimed totals come from the tables' facts in icepack's state database (one query for the fleet),
 never from Dagster's event log, so deleting runs leaves the summary unchanged."""
 
+from collections.abc import Mapping
 
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, TABLE_HEALTH
-from icepack_dagster.defs.fleet.breaker_pauses import paused_by_breakers
 from icepack_dagster.defs.materialization_codec import fleet_metadata
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, runs_maintaining
 from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.model import HealthState, TableHealth
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.recommendation.circuit_breakers import breaker_pauses
 from icepack_dagster.domain.recommendation.commit_cadence import KEEPS_CONFLICTING
 from icepack_dagster.domain.reports.fleet import ATTENTION_ROWS, FleetSummary, needing_attention
 from icepack_dagster.engine import Engine
@@ -48,7 +50,24 @@ def _quarantined_and_conflicting(
         elif history.consecutive_conflicts >= KEEPS_CONFLICTING:
             conflicting[partition] = (f"{history.consecutive_conflicts} in a row; last: "
                                       f"{history.last_conflict or 'no detail recorded'}")
-    return quarantined, conflicting, paused_by_breakers(measured, histories)
+    return quarantined, conflicting, _paused_by_breakers(measured, histories)
+
+
+def _paused_by_breakers(
+    measured: Mapping[str, MeasuredTable], histories: Mapping[str, TableHistory]
+) -> dict[str, str]:
+    """The tables a circuit breaker pauses, with the breakers' reasons: judged from their histories and
+    the status in their facts, for only the tables that rewrote something in the breakers' window (the
+    others cannot have tripped one). The fleet's daily budget is one line of the summary, not a row."""
+    paused = {}
+    for partition, history in histories.items():
+        facts = measured.get(partition)
+        if not history.recent_rewrites or facts is None or facts.status is None:
+            continue
+        reasons = breaker_pauses(facts.status, history, None)
+        if reasons:
+            paused[partition] = "; ".join(reasons.values())
+    return paused
 
 
 @dg.asset(deps=[TABLE_HEALTH, MAINTAINED_TABLE], group_name="fleet", kinds={"iceberg"})
