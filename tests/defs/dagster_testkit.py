@@ -13,7 +13,7 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.health_sync.job import health_sync_run_config
 from icepack_dagster.defs.materialization_codec import decode_health
 from icepack_dagster.defs.run_tags import batch_tags
@@ -132,7 +132,7 @@ def execute_run_request(
 
 def latest_health(instance: dg.DagsterInstance, partition: str) -> TableHealth:
     records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=TABLE_HEALTH, asset_partitions=[partition]), limit=1
+        dg.AssetRecordsFilter(asset_key=DEFAULT_NAMES.table_health, asset_partitions=[partition]), limit=1
     ).records
     assert records, f"no table_health materialization for {partition}"
     health = decode_health(dict(records[0].asset_materialization.metadata))

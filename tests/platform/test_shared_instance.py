@@ -32,7 +32,7 @@ import time_machine
 
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.run_tags import DEPLOYMENT_TAG
@@ -244,7 +244,7 @@ def test_two_icepack_deployments_beside_a_neighbour_change_nothing_of_the_neighb
 
     assert maintenance.dagster_run.status == dg.DagsterRunStatus.SUCCESS, daemon.tail()
     outcome = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=MAINTAINED_TABLE, asset_partitions=[clicks]), limit=1
+        dg.AssetRecordsFilter(asset_key=DEFAULT_NAMES.maintained_table, asset_partitions=[clicks]), limit=1
     ).records
     assert metadata_of(outcome[0])[OUTCOME].value == "succeeded"
     assert table_fingerprint(spark, clicks) == before, f"contents of {clicks} changed"

@@ -22,6 +22,7 @@ from icepack_dagster.defs.alerts.alert_sources import (
     run_error,
     will_be_retried,
 )
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.decisions.sensor_cursors import AlertCursor, decode_cursor
@@ -93,7 +94,7 @@ def build_alert_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     failing_after = platform.alert_failing_after
 
     @dg.sensor(
-        name="alert_sensor",
+        name=DeploymentNames.of(platform).name("alert_sensor"),
         default_status=dg.DefaultSensorStatus(platform.default_status),
         minimum_interval_seconds=platform.alert_interval_seconds,
         description="Posts to the alert webhook (Slack-compatible JSON) when a table is quarantined, when "

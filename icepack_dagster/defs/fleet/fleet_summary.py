@@ -2,12 +2,13 @@
 reclaimed totals come from the tables' facts in icepack's state database (one query for the fleet),
 never from Dagster's event log, so deleting runs leaves the summary unchanged."""
 
+import functools
 from collections.abc import Mapping
 
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.materialization_codec import fleet_metadata
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, runs_maintaining
@@ -70,7 +71,18 @@ def _paused_by_breakers(
     return paused
 
 
-@dg.asset(deps=[TABLE_HEALTH, MAINTAINED_TABLE], group_name="fleet", kinds={"iceberg"})
+@functools.cache
+def build_fleet_summary(deployment_name: str) -> dg.AssetsDefinition:
+    """The deployment's fleet summary, after its health and maintenance (one definition per name)."""
+    names = DeploymentNames(deployment_name)
+    return dg.asset(
+        key=names.fleet_summary,
+        deps=[names.table_health, names.maintained_table],
+        group_name="fleet",
+        kinds={"iceberg"},
+    )(fleet_summary)
+
+
 def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -> dg.MaterializeResult:
     """Tables by health state, maintenance pending and running, the tables that need attention
     (unhealthy or quarantined, as a sortable table with their sizes), and files and bytes reclaimed so
@@ -114,4 +126,6 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     write_textfile(summary, icepack.metrics_path)
     context.log.info(f"fleet: {summary.tables} tables; metrics written to {icepack.metrics_path}")
     accuracy = icepack.engine.accuracy()
-    return dg.MaterializeResult(metadata=fleet_metadata(summary, str(icepack.metrics_path), accuracy))
+    return dg.MaterializeResult(metadata=fleet_metadata(
+        summary, str(icepack.metrics_path), DeploymentNames.of(platform).table_health, accuracy
+    ))

@@ -7,24 +7,27 @@ changed, and writes materializations only for tables whose status or health chan
 periodic rewrite): see `domain/health/sync_writes.py`.
 """
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
 from pydantic import Field
 
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.health_sync.table_sync import sync_tables
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import OBSERVATION, batch_tags, claim_run, observation_tags
 from icepack_dagster.domain.health.sync_writes import SyncWrites
 
-# A schedule or sensor on this op job is not linked to assets by Dagster (only asset jobs are), so each
-# names the assets its runs materialize in its metadata, which the UI shows as links on its page.
-HEALTH_SYNC_MATERIALIZES = {
-    "materializes table_status": dg.MetadataValue.asset(TABLE_STATUS),
-    "materializes table_health": dg.MetadataValue.asset(TABLE_HEALTH),
-}
+
+def health_sync_materializes(names: DeploymentNames) -> dict[str, dg.MetadataValue]:
+    """A schedule or sensor on this op job is not linked to assets by Dagster (only asset jobs are), so
+    each names the assets its runs materialize in its metadata, which the UI shows as links on its page."""
+    return {
+        "materializes table_status": dg.MetadataValue.asset(names.table_status),
+        "materializes table_health": dg.MetadataValue.asset(names.table_health),
+    }
 
 
 class HealthSyncConfig(dg.Config):
@@ -61,17 +64,23 @@ def sync_tables_op(
     sync_tables(context, icepack, tables, only_changes=config.writes == "changes")
 
 
-@dg.job(
-    name="health_sync",
-    tags=observation_tags(),
-    # One op that reads metadata with its own thread pool: a step subprocess (the default executor)
-    # would only add a Python start and a definitions import to every run.
-    executor_def=dg.in_process_executor,
-    description="Status and health for a batch of tables (run config: tables, writes). Records "
-    "table_status and table_health materializations without planning one per partition.",
-)
-def health_sync_job() -> None:
-    sync_tables_op()
+@functools.cache
+def build_health_sync_job(deployment_name: str) -> dg.JobDefinition:
+    """The deployment's health-sync job (one definition per deployment name)."""
+
+    @dg.job(
+        name=DeploymentNames(deployment_name).name("health_sync"),
+        tags=observation_tags(),
+        # One op that reads metadata with its own thread pool: a step subprocess (the default executor)
+        # would only add a Python start and a definitions import to every run.
+        executor_def=dg.in_process_executor,
+        description="Status and health for a batch of tables (run config: tables, writes). Records "
+        "table_status and table_health materializations without planning one per partition.",
+    )
+    def health_sync_job() -> None:
+        sync_tables_op()
+
+    return health_sync_job
 
 
 def health_sync_run_config(tables: list[str], writes: str) -> dict[str, Any]:
@@ -86,22 +95,23 @@ def run_config_tables(run_config: Mapping[str, Any]) -> list[str]:
 
 
 def health_sync_requests(
+    job_name: str,
     partitions: Sequence[str],
     batch_size: int,
     run_key_prefix: str,
     writes: SyncWrites = "changes",
     tags: Mapping[str, str] | None = None,
 ) -> list[dg.RunRequest]:
-    """Run requests covering `partitions` (contiguous in partition order) in batches, each with `tags`
-    (the deployment's); `writes` says whether each run writes only tables that changed (the default)
-    or every table."""
+    """Run requests of the health-sync job `job_name` covering `partitions` (contiguous in partition
+    order) in batches, each with `tags` (the deployment's); `writes` says whether each run writes only
+    tables that changed (the default) or every table."""
     requests = []
     for index, start in enumerate(range(0, len(partitions), batch_size)):
         batch = partitions[start : start + batch_size]
         requests.append(
             dg.RunRequest(
                 run_key=f"{run_key_prefix}:{index}",
-                job_name=health_sync_job.name,
+                job_name=job_name,
                 run_config=health_sync_run_config(list(batch), writes),
                 tags={**(tags or {}), **batch_tags(batch)},
             )

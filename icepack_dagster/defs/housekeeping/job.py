@@ -4,10 +4,12 @@ deletes this deployment's own finished Dagster runs past `run_retention_days`, r
 metadata so the run page shows what went and what is left."""
 
 
+import functools
 from datetime import timedelta
 
 import dagster as dg
 
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.housekeeping.run_retention import delete_finished_runs
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, observation_tags
@@ -49,11 +51,17 @@ def delete_old_runs_and_history(context: dg.OpExecutionContext, icepack: Icepack
     return dg.Output(None, metadata={**metadata, HISTORY_ROWS_PRUNED: dg.MetadataValue.int(pruned)})
 
 
-@dg.job(
-    name="housekeeping",
-    tags=observation_tags(),
-    description="Prune maintenance history past history_retention_days; with delete_old_runs on, delete "
-    "this deployment's finished Dagster runs past run_retention_days.",
-)
-def housekeeping_job() -> None:
-    delete_old_runs_and_history()
+@functools.cache
+def build_housekeeping_job(deployment_name: str) -> dg.JobDefinition:
+    """The deployment's housekeeping job (one definition per deployment name)."""
+
+    @dg.job(
+        name=DeploymentNames(deployment_name).name("housekeeping"),
+        tags=observation_tags(),
+        description="Prune maintenance history past history_retention_days; with delete_old_runs on, "
+        "delete this deployment's finished Dagster runs past run_retention_days.",
+    )
+    def housekeeping_job() -> None:
+        delete_old_runs_and_history()
+
+    return housekeeping_job

@@ -18,6 +18,7 @@ import dagster as dg
 from pydantic import Field
 
 from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.maintenance.batch_maintenance import maintain_batch
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.defs.run_tags import (
@@ -63,7 +64,7 @@ def build_maintenance_batch_job(deployment_name: str) -> dg.JobDefinition:
     maintain = dg.op(name=MAINTAIN_TABLES_OP, pool=platform.maintenance_pool)(maintain_tables_op)
 
     @dg.job(
-        name=BATCH_JOB,
+        name=DeploymentNames(deployment_name).name(BATCH_JOB),
         tags={KIND_TAG: MAINTENANCE} | deployment_tags(platform),
         executor_def=dg.in_process_executor,  # one op: a step process would add a Python start and an import
         description="Recommend and run maintenance for several small tables in one run and one Spark "
@@ -82,9 +83,9 @@ def batch_tables(tags: Mapping[str, str]) -> list[str]:
     return list(json.loads(raw)) if raw else []
 
 
-def batch_run_request(run: PlannedRun) -> dg.RunRequest:
+def batch_run_request(run: PlannedRun, job_name: str) -> dg.RunRequest:
     """A batch run over `run`'s tables; its run key names the tables and their health events, so a
-    restarted daemon never launches the same batch twice."""
+    restarted daemon never launches the same batch twice; `job_name` is the deployment's batch job."""
     tables = [d.partition for d in run.decisions]
     events = ",".join(f"{d.partition}:{d.health_event}" for d in run.decisions)
     digest = hashlib.sha256(events.encode()).hexdigest()[:16]
@@ -99,7 +100,7 @@ def batch_run_request(run: PlannedRun) -> dg.RunRequest:
     }
     return dg.RunRequest(
         run_key=f"maintain-batch:{tables[0]}:{digest}",
-        job_name=BATCH_JOB,
+        job_name=job_name,
         run_config=batch_run_config(tables),
         tags=tags,
     )

@@ -26,9 +26,8 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.maintenance.batch_job import MAINTAIN_TABLES_OP, batch_tables
-from icepack_dagster.defs.maintenance.exclusivity import MAINTAINED_STEP
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import PARTITION_TAG
@@ -37,15 +36,15 @@ from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 WORKER_DIED = "the run worker died without recording an outcome"
 # The error class Dagster's multiprocess executor reports for a step process that died (killed, OOM).
 _STEP_PROCESS_CRASH = "ChildProcessCrashException"
-_MAINTENANCE_STEPS = (MAINTAINED_STEP, MAINTAIN_TABLES_OP)
 
 
-def _maintenance_started(instance: dg.DagsterInstance, run_id: str) -> bool:
+def _maintenance_started(instance: dg.DagsterInstance, names: DeploymentNames, run_id: str) -> bool:
     """Whether the run's maintenance step started: `maintained_table` (a run of any job that maintained
     a table) or a batch run's `maintain_tables`."""
     starts = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records
     events = [r.event_log_entry.dagster_event for r in starts]
-    return any(event is not None and event.step_key in _MAINTENANCE_STEPS for event in events)
+    steps = (names.maintained_step, MAINTAIN_TABLES_OP)
+    return any(event is not None and event.step_key in steps for event in events)
 
 
 def _tables_of(instance: dg.DagsterInstance, platform: PlatformSettings, run: dg.DagsterRun) -> list[str]:
@@ -57,14 +56,14 @@ def _tables_of(instance: dg.DagsterInstance, platform: PlatformSettings, run: dg
     return [table for table in tables if table in current]
 
 
-def _finished_in(instance: dg.DagsterInstance, run_id: str) -> set[str]:
+def _finished_in(instance: dg.DagsterInstance, names: DeploymentNames, run_id: str) -> set[str]:
     """The tables the run finished: those with a `maintained_table` event (materialized, or observed
     failed) in the run."""
     kinds = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION}
     finished = set()
     for record in instance.get_records_for_run(run_id, of_type=kinds).records:
         event = record.event_log_entry.dagster_event
-        if event is not None and event.asset_key == MAINTAINED_TABLE and event.partition is not None:
+        if event is not None and event.asset_key == names.maintained_table and event.partition is not None:
             finished.add(event.partition)
     return finished
 
@@ -97,7 +96,7 @@ def _run_times(instance: dg.DagsterInstance, run_id: str) -> tuple[datetime, dat
 
 def build_maintenance_failure_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     @dg.run_failure_sensor(
-        name="maintenance_failure_sensor",
+        name=DeploymentNames.of(platform).name("maintenance_failure_sensor"),
         default_status=dg.DefaultSensorStatus(platform.default_status),
         minimum_interval_seconds=platform.maintenance_interval_seconds,
         description="Records a failure in maintenance history for a maintenance run (of any job) whose "
@@ -108,9 +107,10 @@ def build_maintenance_failure_sensor(platform: PlatformSettings) -> dg.SensorDef
         context: dg.RunFailureSensorContext, icepack: IcepackResource
     ) -> dg.SkipReason | None:
         run = context.dagster_run
+        names = DeploymentNames.of(platform)
         tables = _tables_of(context.instance, platform, run)
         times = _run_times(context.instance, run.run_id)
-        if not tables or times is None or not _maintenance_started(context.instance, run.run_id):
+        if not tables or times is None or not _maintenance_started(context.instance, names, run.run_id):
             return dg.SkipReason(f"run {run.run_id} never maintained a table: nothing to record")
         step_failures = context.get_step_failure_events()
         raised = _raised_in_code(step_failures)
@@ -120,7 +120,7 @@ def build_maintenance_failure_sensor(platform: PlatformSettings) -> dg.SensorDef
                 "maintenance history needs"
             )
         started, ended = times
-        finished = _finished_in(context.instance, run.run_id)
+        finished = _finished_in(context.instance, names, run.run_id)
         why = _why(context, step_failures)
         recorded = []
         for partition in tables:

@@ -5,7 +5,7 @@ import functools
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.maintenance.exclusivity import refuse_beyond_the_cap, refuse_concurrent_maintenance
 from icepack_dagster.defs.maintenance.health_after_check import (
@@ -28,9 +28,11 @@ from icepack_dagster.domain.recommendation.model import Recommendation
 _MAX_TAG = 250  # run tags are for the runs list; the whole reason is in the metadata
 
 
-def _this_runs_recommendation(context: dg.AssetExecutionContext) -> Recommendation | None:
+def _this_runs_recommendation(
+    context: dg.AssetExecutionContext, names: DeploymentNames
+) -> Recommendation | None:
     """The recommendation materialized earlier in this run; a stale one from another run is not reused."""
-    record = latest_of(context.instance, MAINTENANCE_RECOMMENDATION, context.partition_key)
+    record = latest_of(context.instance, names.maintenance_recommendation, context.partition_key)
     if record is None or record.run_id != context.run.run_id:
         return None
     return decode_recommendation(metadata_of(record))
@@ -41,18 +43,19 @@ def build_maintained_table(deployment_name: str) -> dg.AssetsDefinition:
     """The asset over the deployment's partitions, holding a slot of its maintenance pool (one
     definition per deployment name)."""
     platform = PlatformSettings(deployment_name=deployment_name)
+    names = DeploymentNames(deployment_name)
     tables = tables_partitions(platform)
     return dg.asset(
-        name=MAINTAINED_TABLE.path[-1],
+        key=names.maintained_table,
         partitions_def=tables,
-        deps=[MAINTENANCE_RECOMMENDATION],
+        deps=[names.maintenance_recommendation],
         group_name="iceberg_tables",
         kinds={"iceberg", "spark"},
         pool=platform.maintenance_pool,
         check_specs=[
             dg.AssetCheckSpec(
                 HEALTH_AFTER_CHECK,
-                asset=MAINTAINED_TABLE,
+                asset=names.maintained_table,
                 partitions_def=tables,  # one result per table, not one overwriting the last
                 description="Health measured right after maintenance; warns when the table is still "
                 "unhealthy",
@@ -80,6 +83,7 @@ def maintained_table(
     why nothing ran when nothing did, heads the metadata and is the run's `icepack/outcome` tag.
     """
     platform = icepack.settings.platform
+    names = DeploymentNames.of(platform)
     claim_run(context, platform, MAINTENANCE, context.partition_key)
     key = discovered_table(context, icepack.engine)
     refuse_concurrent_maintenance(context, platform, context.partition_key)
@@ -87,7 +91,7 @@ def maintained_table(
     engine = icepack.maintenance_engine(spark)
     judged = engine.maintain_and_judge(
         key,
-        recommendation=None if config.force else _this_runs_recommendation(context),
+        recommendation=None if config.force else _this_runs_recommendation(context, names),
         dry_run=config.dry_run,
         only=config.only,
         on_progress=context.log.info,
@@ -109,7 +113,7 @@ def maintained_table(
     metadata |= {
         "health_after": dg.MetadataValue.text(health_after.state.value),
         "health_after_rank": dg.MetadataValue.int(health_after.state.plot_value),
-        "recommendation": dg.MetadataValue.asset(MAINTENANCE_RECOMMENDATION),
+        "recommendation": dg.MetadataValue.asset(names.maintenance_recommendation),
     }
     if report.outcome in ("failed", "violated"):
         ended = "failed" if report.outcome == "failed" else "broke an invariant and paused the table"

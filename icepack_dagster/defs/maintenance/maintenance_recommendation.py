@@ -5,7 +5,7 @@ import functools
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import MAINTENANCE_RECOMMENDATION, TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.materialization_codec import Metadata, recommendation_metadata
 from icepack_dagster.defs.partitions import tables_partitions
@@ -25,10 +25,11 @@ from icepack_dagster.exceptions import TableNotFoundError
 def build_maintenance_recommendation(deployment_name: str) -> dg.AssetsDefinition:
     """The asset over the deployment's partitions (one definition per deployment name)."""
     platform = PlatformSettings(deployment_name=deployment_name)
+    names = DeploymentNames(deployment_name)
     return dg.asset(
-        name=MAINTENANCE_RECOMMENDATION.path[-1],
+        key=names.maintenance_recommendation,
         partitions_def=tables_partitions(platform),
-        deps=[TABLE_HEALTH],
+        deps=[names.table_health],
         group_name="iceberg_tables",
         kinds={"iceberg"},
     )(maintenance_recommendation)
@@ -48,7 +49,8 @@ def maintenance_recommendation(
     engine = icepack.engine
     claim_run(context, icepack.settings.platform, MAINTENANCE, context.partition_key)
     key = discovered_table(context, engine)
-    recommendation, metadata = recommend_now(engine, key, context.log)
+    names = DeploymentNames.of(icepack.settings.platform)
+    recommendation, metadata = recommend_now(engine, key, context.log, names)
     if recommendation is not None:
         context.log.info(
             f"{key.text}: {len(recommendation.actions)} action(s), {len(recommendation.skipped)} left out"
@@ -58,7 +60,7 @@ def maintenance_recommendation(
 
 
 def recommend_now(
-    engine: Engine, key: TableKey, log: dg.DagsterLogManager
+    engine: Engine, key: TableKey, log: dg.DagsterLogManager, names: DeploymentNames
 ) -> tuple[Recommendation | None, Metadata]:
     """The recommendation for `key` on its status now, and the metadata of its materialization (what
     a one-table run and each table of a batch run write); None, with metadata saying why, when the
@@ -89,7 +91,7 @@ def recommend_now(
                 columns=[dg.TableColumn("field"), dg.TableColumn("value"), dg.TableColumn("source")]
             ),
         ),
-        "health": dg.MetadataValue.asset(TABLE_HEALTH),
+        "health": dg.MetadataValue.asset(names.table_health),
     }
     return recommendation, metadata
 

@@ -2,9 +2,12 @@
 maintenance resume for one table; `rollback_job` undoes its last maintenance, guarded as `icepack
 rollback` is (only when nothing else committed since), or with `dry_run` only says what it would do."""
 
+import functools
+
 import dagster as dg
 from pydantic import Field
 
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import KIND_TAG, claim_run
 
@@ -31,12 +34,19 @@ def release_quarantine(
     )
 
 
-@dg.job(
-    tags={KIND_TAG: "operator"},
-    description="Release one table from quarantine and its circuit breakers (config: table).",
-)
-def release_quarantine_job() -> None:
-    release_quarantine()
+@functools.cache
+def build_release_quarantine_job(deployment_name: str) -> dg.JobDefinition:
+    """The deployment's `release_quarantine_job` (one definition per deployment name)."""
+
+    @dg.job(
+        name=DeploymentNames(deployment_name).name("release_quarantine_job"),
+        tags={KIND_TAG: "operator"},
+        description="Release one table from quarantine and its circuit breakers (config: table).",
+    )
+    def release_quarantine_job() -> None:
+        release_quarantine()
+
+    return release_quarantine_job
 
 
 class RollbackConfig(dg.Config):
@@ -55,8 +65,16 @@ def rollback_table(context: dg.OpExecutionContext, config: RollbackConfig, icepa
     context.log.info(plan.describe())
 
 
-@dg.job(
-    tags={KIND_TAG: "operator"}, description="Undo one table's last maintenance (config: table, dry_run)."
-)
-def rollback_job() -> None:
-    rollback_table()
+@functools.cache
+def build_rollback_job(deployment_name: str) -> dg.JobDefinition:
+    """The deployment's `rollback_job` (one definition per deployment name)."""
+
+    @dg.job(
+        name=DeploymentNames(deployment_name).name("rollback_job"),
+        tags={KIND_TAG: "operator"},
+        description="Undo one table's last maintenance (config: table, dry_run).",
+    )
+    def rollback_job() -> None:
+        rollback_table()
+
+    return rollback_job
