@@ -13,6 +13,7 @@ from icepack_dagster.cli.context import (
     EXIT_FAILED,
     EXIT_NO_EFFECT,
     EXIT_NOTHING_TO_DO,
+    EXIT_REFUSED,
     EXIT_TABLE_GONE,
     CommandContext,
     emit,
@@ -67,9 +68,12 @@ def maintain(
 
 
 def _exit_code(outcomes: set[str], all_tables: bool) -> int:
-    """The worst outcome decides: a failure over a deferral over a gone table over nothing to do."""
+    """The worst outcome decides: a failure over a runtime refusal over a deferral over a gone table over
+    nothing to do."""
     if "failed" in outcomes:
         return EXIT_FAILED
+    if "refused" in outcomes:
+        return EXIT_REFUSED
     if "deferred" in outcomes:
         return EXIT_DEFERRED
     if outcomes == {"table_gone"} and not all_tables:

@@ -153,6 +153,7 @@ def _judge(
         failures += 1
         last_error = last_error or run.error
     last_run_at = next((aware(r.finished_at) for r in runs if r.outcome != RELEASED), None)
+    latest_run = next((r for r in runs if r.outcome != RELEASED), None)
     quarantined = failures >= quarantine_after_failures
     return TableHistory(
         table=table,
@@ -162,6 +163,7 @@ def _judge(
         last_error=last_error,
         quarantined=quarantined,
         quarantined_at=aware(runs[0].finished_at) if quarantined and runs else None,
+        refused=latest_run.error if latest_run is not None and latest_run.outcome == "refused" else None,
         no_effect_on=_no_effect_on(latest),
     )
 

@@ -71,7 +71,7 @@ class HistoryStore:
                     started_at=report.started_at,
                     finished_at=report.finished_at,
                     outcome=report.outcome,
-                    error=report.first_error,
+                    error=report.first_error or report.refusal,
                     report=report.model_dump_json(),
                 )
             )

@@ -178,8 +178,8 @@ def test_an_old_database_is_adopted_and_upgraded_at_start_up_without_loss(url: s
     assert _revision(url) == schema_migrations.head_revision()
     assert {t: _rows(url, t) for t in before} == before
     tables = set(inspect(create_engine(url)).get_table_names())
-    assert {"icepack_action_predictions", "icepack_table_leases", "icepack_manifest_summaries_v3"} <= tables
-    dead = {"icepack_manifest_summaries_v1", "icepack_manifest_summaries_v2", "icepack_schema_version"}
+    assert {"icepack_action_predictions", "icepack_table_leases", "icepack_manifest_summaries_v4"} <= tables
+    dead = {f"icepack_manifest_summaries_v{v}" for v in (1, 2, 3)} | {"icepack_schema_version"}
     assert not dead & tables  # dead caches, the old version table
     assert history.history("lake.ns.broken", quarantine_after_failures=3) == TableHistory(
         table="lake.ns.broken",

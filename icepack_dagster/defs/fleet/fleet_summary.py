@@ -64,18 +64,26 @@ def _attention(
     states: dict[str, HealthState],
     healths: dict[str, TableHealth],
     quarantined: dict[str, str],
+    refused: dict[str, str],
 ) -> list[TableAttention]:
-    """The unhealthy and quarantined tables with their sizes (read for those tables only)."""
-    flagged = [p for p, state in states.items() if state is not HealthState.HEALTHY] + list(quarantined)
-    return needing_attention(states, healths, _data_bytes(instance, flagged), quarantined)
+    """The unhealthy, quarantined and runtime-refused tables with their sizes (read for those only)."""
+    flagged = [p for p, state in states.items() if state is not HealthState.HEALTHY]
+    flagged += [*quarantined, *refused]
+    return needing_attention(states, healths, _data_bytes(instance, flagged), quarantined, refused)
 
 
-def _quarantined(engine: Engine, instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, str]:
-    return {
-        partition: history.last_error or "unknown error"
-        for partition, history, _ in table_histories(engine, instance, partitions)
-        if history.quarantined
-    }
+def _held(
+    engine: Engine, instance: dg.DagsterInstance, partitions: list[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The quarantined tables with their last error, and the tables whose latest maintenance the
+    Spark's Iceberg runtime refused, with why."""
+    quarantined, refused = {}, {}
+    for partition, history, _ in table_histories(engine, instance, partitions):
+        if history.quarantined:
+            quarantined[partition] = history.last_error or "unknown error"
+        if history.refused:
+            refused[partition] = history.refused
+    return quarantined, refused
 
 
 def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> tuple[int, int, int]:
@@ -93,7 +101,8 @@ def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> t
 @dg.asset(deps=[TABLE_HEALTH, MAINTAINED_TABLE], group_name="fleet", kinds={"iceberg"})
 def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -> dg.MaterializeResult:
     """Tables by health state, maintenance pending and running, the tables that need attention
-    (unhealthy or quarantined, as a sortable table with their sizes), and files and bytes reclaimed so
+    (unhealthy, quarantined or refused by their Spark's Iceberg runtime, as a sortable table with their
+    sizes), and files and bytes reclaimed so
     far. Also written as Prometheus metrics for node-exporter's textfile collector.
 
     Grain: one materialization per refresh, after each health sync or maintenance run.
@@ -104,8 +113,8 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     partitions = list(instance.get_dynamic_partitions(platform.partitions_name))
     healths = _healths(instance, partitions)
     states = _states(partitions, healths)
-    quarantined = _quarantined(icepack.engine, instance, partitions)
-    attention = _attention(instance, states, healths, quarantined)
+    quarantined, refused = _held(icepack.engine, instance, partitions)
+    attention = _attention(instance, states, healths, quarantined, refused)
     previous_record = latest(instance, FLEET_SUMMARY)
     previous = decode_fleet(metadata_of(previous_record)) if previous_record else None
     files, size, seen = _reclaimed(instance, previous)

@@ -43,7 +43,7 @@ from icepack_dagster.engine import Engine, JudgedMaintenance
 from icepack_dagster.exceptions import IcepackError
 
 _CHANGED = ("succeeded", "no_effect", "failed")  # outcomes after which the table is measured again
-_UNRUN = ("failed", "deferred", "table_gone")  # outcomes whose check fails with the reason
+_UNRUN = ("failed", "deferred", "table_gone", "refused")  # outcomes whose check fails with the reason
 NOT_A_PARTITION = "not a partition"
 
 Outcome = tuple[str, str | None]  # the table's outcome, and why when nothing (or a failure) ran
@@ -107,6 +107,9 @@ def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str)
     reason = None
     if judged.unrun is not None:  # deferred, or gone
         reason = judged.unrun[1]
+    elif outcome == "refused":  # the Spark's Iceberg runtime cannot do it: a person must act
+        reason = next((r.reason for r in report.results if r.status == "refused" and r.reason), outcome)
+    if reason is not None:
         context.log.warning(f"{partition}: {reason}")
         metadata[outcome] = dg.MetadataValue.text(reason)
     metadata[OUTCOME] = dg.MetadataValue.text(outcome)

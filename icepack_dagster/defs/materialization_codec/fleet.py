@@ -26,7 +26,7 @@ from icepack_dagster.domain.reports.fleet import FleetSummary, TableAttention, f
 NEEDS_ATTENTION = "needs_attention"
 _ATTENTION_COLUMNS = [
     ("table", "string"), ("state", "string"), ("issues", "string"), ("size", "string"),
-    ("data_bytes", "int"), ("quarantined", "bool"), ("last_error", "string"),
+    ("data_bytes", "int"), ("quarantined", "bool"), ("last_error", "string"), ("refused", "string"),
 ]
 _ACCURACY_COLUMNS = [
     ("action", "string"), ("runs", "int"), ("no_effect_runs", "int"), ("planned_files_in", "int"),
@@ -45,6 +45,7 @@ def _attention_row(row: TableAttention) -> dict[str, Any]:
         "data_bytes": -1 if row.data_bytes is None else row.data_bytes,
         "quarantined": row.quarantined,
         "last_error": row.last_error or "",
+        "refused": row.refused or "",
     }
 
 

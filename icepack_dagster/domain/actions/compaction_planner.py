@@ -77,10 +77,19 @@ class _Group:
     small: int = 0
     bytes: int = 0
     deletes: int = 0
+    vectors: int = 0
+    deleted_rows: int = 0
 
     @property
     def exact(self) -> bool:
         return self.deletes == 0
+
+    def deleted_share(self, average_records: float) -> float:
+        """The share of rows the group's deletion vectors delete in the data files they point at, each
+        file taken at the table's average record count (which file holds how many rows is not known)."""
+        if not self.vectors or average_records <= 0:
+            return 0.0
+        return self.deleted_rows / (self.vectors * average_records)
 
 
 def expected_output_files(size: int, sizes: RewriteSizes) -> int:
@@ -121,6 +130,8 @@ def _groups(layout: PartitionLayout, candidates: Iterable[PartitionCandidates]) 
         group.small += found.small_files
         group.bytes += found.small_bytes + found.large_bytes
         group.deletes += found.delete_files
+        group.vectors += found.deletion_vectors
+        group.deleted_rows += found.deleted_rows
     return list(groups.values())
 
 
@@ -142,19 +153,26 @@ def predict_rewrite(
     *,
     apply_deletes: bool = False,
     leave_out: frozenset[tuple[int, tuple[Any, ...]]] = frozenset(),
+    delete_ratio: float | None = None,
+    average_records: float = 0.0,
 ) -> RewritePrediction:
     """What a bin-pack `rewrite_data_files` with these options rewrites; `leave_out` partitions
     ((spec id, values)) are excluded by the rewrite's `where`. With `apply_deletes`
-    (delete-file-threshold 1) a data file with deletes is a candidate whatever its size."""
+    (delete-file-threshold 1) a data file with deletes is a candidate whatever its size. With
+    `delete_ratio` (delete-ratio-threshold, format v3) a data file whose deletion vector deletes that
+    share of its rows is one; `average_records` per data file stands for each file's own count."""
     kept = [c for c in layout.candidates if (c.spec_id, c.values) not in leave_out]
     predicted = []
     exact = True
     for group in _groups(layout, kept):
+        by_ratio = delete_ratio is not None and group.deleted_share(average_records) >= delete_ratio
         if apply_deletes and group.deletes:
             group.files += group.deletes  # assume each delete file touches one more data file
-        if not _rewritten(group, sizes, min_input_files, apply_deletes):
+        elif by_ratio:  # one data file per deletion vector, taken to be among the small ones if any
+            group.files = max(group.files, group.vectors)
+        if not (by_ratio or _rewritten(group, sizes, min_input_files, apply_deletes)):
             continue
-        exact = exact and (group.exact or not apply_deletes) and not group.earlier_specs
+        exact = exact and (group.exact or not (apply_deletes or by_ratio)) and not group.earlier_specs
         out = expected_output_files(group.bytes, sizes) if group.bytes else 1
         predicted.append(
             GroupPrediction(partition=group.label, files_in=group.files, bytes_in=group.bytes, files_out=out)

@@ -31,7 +31,9 @@ ACTION_ORDER: tuple[MaintenanceAction, ...] = tuple(MaintenanceAction)
 # failure: never counts towards quarantine, and is not recommended again until the table changes).
 # deferred: not run because the catalog or storage kept failing transiently, or another maintenance
 # holds the table; retried later, never a failure.
-ActionStatus = Literal["succeeded", "no_effect", "failed", "skipped", "dry_run", "deferred"]
+# refused: the Spark's Iceberg runtime cannot run it safely on this table (not a failure of the table:
+# a person must give it another Spark); it never ran.
+ActionStatus = Literal["succeeded", "no_effect", "failed", "skipped", "dry_run", "deferred", "refused"]
 
 
 class ActionImpact(FrozenModel):

@@ -11,7 +11,9 @@ from pydantic import Field
 from icepack_dagster.domain.actions.maintenance_action import ActionResult
 from icepack_dagster.domain.frozen_model import FrozenModel
 
-Outcome = Literal["nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone", "deferred"]
+Outcome = Literal[
+    "nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone", "deferred", "refused"
+]
 
 
 class MaintenanceReport(FrozenModel):
@@ -39,6 +41,8 @@ class MaintenanceReport(FrozenModel):
         statuses = {r.status for r in self.results}
         if "failed" in statuses:
             return "failed"
+        if "refused" in statuses:  # the Spark's runtime cannot do it: a person must act, no table fault
+            return "refused"
         if "deferred" in statuses:
             return "deferred"
         if "no_effect" in statuses:  # did not do what it said: not a success, and not a failure either
@@ -52,3 +56,8 @@ class MaintenanceReport(FrozenModel):
     @property
     def first_error(self) -> str | None:
         return self.interrupted or next((r.error for r in self.results if r.error), None)
+
+    @property
+    def refusal(self) -> str | None:
+        """Why the Spark's Iceberg runtime refused an action (table, runtime, minimum); None if none was."""
+        return next((r.reason for r in self.results if r.status == "refused"), None)

@@ -145,7 +145,7 @@ def test_fleet_summary_asset(
     assert critical == {
         "table": stuck, "state": "critical", "issues": "SMALL_FILES",
         "size": format_bytes(status.live_data_bytes), "data_bytes": status.live_data_bytes,
-        "quarantined": True, "last_error": f"{stuck}: rewrite_data_files: disk full",
+        "quarantined": True, "last_error": f"{stuck}: rewrite_data_files: disk full", "refused": "",
     }
     assert unmeasured["table"] == f"lake.{namespace}.zz_not_measured_yet" and unmeasured["state"] == "unknown"
     assert (unmeasured["size"], unmeasured["data_bytes"], unmeasured["quarantined"]) == ("-", -1, False)
