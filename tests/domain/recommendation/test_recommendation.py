@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from icepack_dagster.domain.actions import rewrite_position_delete_files
+from icepack_dagster.domain.actions.definition import ActionEstimate, PlanningContext
 from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER, MaintenanceAction
 from icepack_dagster.domain.health.judging import assess_health, unknown_health
 from icepack_dagster.domain.health.model import TableHealth
@@ -345,6 +347,23 @@ def test_position_delete_files_left_by_an_upgrade_to_v3_are_converted_not_taken_
         "nothing to gain: 16 position delete files left from format v2 are applied by rewrite_data_files "
         "first, which rewrites every data file they point at; none is left to convert"
     )
+
+
+def test_position_delete_files_a_data_rewrite_leaves_in_hot_partitions_are_still_converted() -> None:
+    """A data rewrite that leaves hot partitions out leaves their delete files too: the planning context
+    carries that fact to the position delete rewrite, which then still converts what an upgrade to v3
+    left (with no prediction of what the data rewrite leaves)."""
+    upgraded = make_status(
+        format_version=3, live_position_delete_files=18, live_deletion_vectors=2, live_data_files=18,
+        live_delete_bytes=18_000,
+    )
+    compaction = ActionEstimate("compaction", applies_deletes=True, leaves_out_hot_partitions=True)
+    context = PlanningContext(upgraded, Policy(), frozenset(), NOW).after(compaction)
+    assert context.deletes_applied and context.hot_partitions_left_out
+    convert = rewrite_position_delete_files.plan(context)
+    assert isinstance(convert, ActionEstimate) and convert.options == {"rewrite-all": "true"}
+    everything_applied = PlanningContext(upgraded, Policy(), frozenset(), NOW, deletes_applied=True)
+    assert isinstance(rewrite_position_delete_files.plan(everything_applied), str)
 
 
 def test_an_action_disabled_by_policy_is_skipped() -> None:
