@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from icepack_dagster.cli.context import EXIT_CONFLICT, EXIT_REFUSED
+from icepack_dagster.cli.maintain_command import _exit_code
 from icepack_dagster.config.catalogs import jdbc_driver_jars
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
@@ -99,7 +101,9 @@ def test_an_old_runtime_is_refused_on_a_v3_table_and_for_options_it_lacks(
     )
     assert compacted.status == "succeeded", compacted.error  # the old runtime may still compact a v2 table
     report = MaintenanceReport(table=v3.text, started_at=now, finished_at=now, results=(on_v3,))
-    assert report.outcome == "refused"
+    assert report.outcome == "refused" and _exit_code({report.outcome}, False) == EXIT_REFUSED == 9
+    # a refusal needs a person, a conflict only a quieter moment: with both, `maintain --all` says refused
+    assert _exit_code({"refused", "conflict"}, True) == EXIT_REFUSED != EXIT_CONFLICT
     for key, before in contents.items():
         after = contents_by_version(spark, key)
         assert {v: after[v] for v in before} == before

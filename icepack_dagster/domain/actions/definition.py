@@ -19,6 +19,7 @@ from typing import Literal
 from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import ActionImpact, MaintenanceAction
 from icepack_dagster.domain.actions.option_values import Validator
+from icepack_dagster.domain.outcomes.commit_invariants import CommitRules
 from icepack_dagster.domain.policy.model import Policy
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
@@ -148,6 +149,10 @@ class ActionDefinition:
     - `object_store_options`: options it takes when the table lives on an object store.
     - `expires_snapshots`: its snapshots before and after count as snapshots expired.
     - `min_runtime`: the oldest Iceberg runtime that has the procedure (None: any icepack runs on).
+    - `commit_rules`: what its commits may change, checked after it ran
+      (`engine/commit_verification.py`, `domain/outcomes/commit_invariants.py`).
+    - `counts_rewritten_bytes`: its rewritten bytes count towards the write-amplification breaker
+      (`recommendation/circuit_breakers.py`).
     """
 
     action: MaintenanceAction
@@ -166,3 +171,5 @@ class ActionDefinition:
     object_store_options: Mapping[str, str] = field(default_factory=dict)
     expires_snapshots: bool = False
     min_runtime: IcebergVersion | None = None
+    commit_rules: CommitRules | None = None
+    counts_rewritten_bytes: bool = False
