@@ -9,6 +9,7 @@ It follows `BinPackRewriteFilePlanner` and `SizeBasedFileRewritePlanner` of Iceb
   more than one file and more bytes than the target, or more bytes than max-file-size-bytes, or a file
   with too many deletes;
 - a rewritten group writes `expected_output_files(bytes)` files (Iceberg's own rounding).
+- `max-files-to-rewrite` takes groups until a budget is spent (`within_budget`: which, it cannot tell).
 Groups larger than max-file-group-size-bytes (100 GiB) are split by Iceberg; this counts their bytes
 as one group. Which data files deletes apply to is not in the summaries, so a group with delete files
 is counted with one data file per delete file besides its small and large ones; and a group of earlier
@@ -258,3 +259,17 @@ def hot_partitions(
 
 def hot_filter(predicates: list[str]) -> str | None:
     return excluding(predicates) if predicates else None
+
+
+def within_budget(prediction: RewritePrediction, budget: int) -> RewritePrediction:
+    """Iceberg's max-files-to-rewrite: groups are taken until the budget is spent, the last one cut to
+    what is left, in the order of its partition map (not predictable here): files in are the budget
+    exactly, which groups and the files out are not known."""
+    share = budget / prediction.files_in
+    return RewritePrediction(
+        files_in=budget,
+        bytes_in=int(prediction.bytes_in * share),
+        files_out=max(1, round(prediction.files_out * share)),
+        exact=False,
+        excluded_hot_partitions=prediction.excluded_hot_partitions,
+    )

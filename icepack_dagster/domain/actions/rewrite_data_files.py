@@ -17,7 +17,7 @@ by `compaction_planner`; without a layout, whole-table estimates) and how its ou
   delete the policy's share of rows (`delete-ratio-threshold`): a vector deleting a row or two is
   cheaper to keep than its data file is to rewrite.
 - `max-files-to-rewrite` (the policy's per-run budget) bounds one run's work; files in are then the
-  budget and the prediction inexact (`within_budget`).
+  budget and the prediction inexact (`compaction_planner.within_budget`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from icepack_dagster.domain.actions.compaction_planner import (
     predict_rewrite,
     settled_partitions,
     smallest_mergeable_group,
+    within_budget,
 )
 from icepack_dagster.domain.actions.definition import (
     ActionDefinition,
@@ -297,20 +298,6 @@ def _estimated(context: PlanningContext) -> ActionEstimate | str:
         gain,
         applies_deletes=bool(s.live_delete_files),
         rewrites_data_files=True,
-    )
-
-
-def within_budget(prediction: RewritePrediction, budget: int) -> RewritePrediction:
-    """Iceberg's max-files-to-rewrite: groups are taken until the budget is spent, the last one cut to
-    what is left, in the order of its partition map (not predictable here): files in are the budget
-    exactly, which groups and the files out are not known."""
-    share = budget / prediction.files_in
-    return RewritePrediction(
-        files_in=budget,
-        bytes_in=int(prediction.bytes_in * share),
-        files_out=max(1, round(prediction.files_out * share)),
-        exact=False,
-        excluded_hot_partitions=prediction.excluded_hot_partitions,
     )
 
 
