@@ -15,6 +15,7 @@ from icepack_dagster.domain.sizing.tiers import SizingPolicy, SizingTier
 
 DEFAULT_DEPLOYMENT = "icepack"
 DEFAULT_PARTITIONS_NAME = "iceberg_tables"
+DEPLOYMENT_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
 
 
 class PlatformSettings(FrozenModel):
@@ -22,7 +23,7 @@ class PlatformSettings(FrozenModel):
 
     deployment_name: str = Field(
         default=DEFAULT_DEPLOYMENT,
-        pattern=r"^[a-z][a-z0-9_]{0,39}$",
+        pattern=DEPLOYMENT_NAME_PATTERN,
         description="Which icepack deployment of a shared Dagster instance this is: every run it starts "
         "carries it (tag icepack/deployment), and it names the deployment's partitions definition and "
         "maintenance pool; give each code location of icepack on one instance its own",
