@@ -3,15 +3,15 @@ files, with the rows they delete, per manifest and per partition. Version 3 summ
 vectors as position delete files; they are a cache, so they are dropped and the manifests are decoded
 again on first use.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
