@@ -34,6 +34,7 @@ from icepack_dagster.config.settings import IcepackSettings, load_settings  # no
 from icepack_dagster.domain.table.key import TableKey  # noqa: E402
 from icepack_dagster.iceberg.catalogs import CatalogSet  # noqa: E402
 from icepack_dagster.iceberg.status_tracker import StatusTracker  # noqa: E402
+from tests import tiers  # noqa: E402
 from tests.config.catalogs.servers import (  # noqa: E402
     ETAG_REST_SERVER,
     SUITE_REST_SERVER,
@@ -86,6 +87,7 @@ def main() -> None:
         os.environ[name] = value
     servers = Path(tempfile.mkdtemp(prefix="servers-", dir=bench.workdir))  # fresh catalogs each run
     jar_cache = bench.settings.spark.jar_cache
+    tiers.entering(frozenset({"jvm_servers"}))  # the servers' guard is the test suite's: this run starts them
     for kind in ("rest", "rest_etag"):
         (servers / kind).mkdir()
     with (
