@@ -26,8 +26,9 @@ class PlatformSettings(FrozenModel):
         default=DEFAULT_DEPLOYMENT,
         pattern=DEPLOYMENT_NAME_PATTERN,
         description="Which icepack deployment of a shared Dagster instance this is: every run it starts "
-        "carries it (tag icepack/deployment), and it names the deployment's partitions definition and "
-        "maintenance pool; give each code location of icepack on one instance its own",
+        "carries it (tag icepack/deployment), and it names the deployment's partitions definition, "
+        "maintenance pool and table facts (in a state database deployments may share); give each code "
+        "location of icepack on one instance its own",
     )
 
     health_sync_cron: str = Field(default="*/15 * * * *", description="When status and health refresh (UTC)")
@@ -148,7 +149,8 @@ class PlatformSettings(FrozenModel):
         ge=1,
         description="With delete_old_runs, this deployment's finished Dagster runs (and their event logs) "
         "last updated longer ago than this are deleted by the housekeeping job; runs not finished, and "
-        "runs icepack did not start, are never deleted",
+        "runs icepack did not start, are never deleted. Any value is safe: icepack's "
+        "decisions read its own state database, not Dagster's runs",
     )
 
     @field_validator("health_sync_cron", "housekeeping_cron")
@@ -157,17 +159,6 @@ class PlatformSettings(FrozenModel):
         if len(value.split()) != 5:
             raise ValueError(f"{value!r} is not a 5-field cron expression (e.g. '*/15 * * * *')")
         return value
-
-    @model_validator(mode="after")
-    def _runs_outlive_rewrites(self) -> PlatformSettings:
-        # Health sync reads each table's latest status back from its run's events: deleting runs no
-        # newer than the slowest rewrite could delete a table's latest health.
-        if self.run_retention_days * 24 <= max(self.health_rewrite_hours, self.attention_rewrite_hours):
-            raise ValueError(
-                f"run_retention_days ({self.run_retention_days}) must be longer than health_rewrite_hours "
-                f"({self.health_rewrite_hours}) and attention_rewrite_hours ({self.attention_rewrite_hours})"
-            )
-        return self
 
     @model_validator(mode="after")
     def _valid_sizing(self) -> PlatformSettings:

@@ -1,9 +1,11 @@
-"""Reading materializations back from the instance: the latest per partition (what a table looks like
-now) and the new ones after a storage id (what a sensor has not seen yet). Public instance API only."""
+"""Reading materializations back from the instance, the latest per partition, for what people see (a
+check result names the materialization it judged, a run reads its own recommendation, the metrics
+endpoint its latest fleet summary). No decision reads them: those read icepack's table facts
+(store/table_facts.py). Public instance API only."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import dagster as dg
 
@@ -50,18 +52,6 @@ def latest(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> dg.EventLogR
     """The newest materialization of an unpartitioned asset."""
     records = instance.fetch_materializations(asset_key, limit=1).records
     return records[0] if records else None
-
-
-def new_materializations(
-    instance: dg.DagsterInstance, asset_key: dg.AssetKey, after_storage_id: int, limit: int
-) -> Sequence[dg.EventLogRecord]:
-    """Materializations stored after `after_storage_id`, oldest first, at most `limit`."""
-    result = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=asset_key, after_storage_id=after_storage_id),
-        limit=limit,
-        ascending=True,
-    )
-    return result.records
 
 
 def metadata_of(record: dg.EventLogRecord) -> dict[str, dg.MetadataValue]:

@@ -45,7 +45,7 @@ SCHEDULE_NAME_TAG = "dagster/schedule_name"
 _POOL_TAG_PREFIX = ".dagster/pool/"
 
 
-def maintenance_tags(partition: str, health_storage_id: int | None = None) -> dict[str, str]:
+def maintenance_tags(partition: str, health_event: int | None = None) -> dict[str, str]:
     """Tags of one table's maintenance run. A crashed run worker is retried once; a failed maintenance
     is not (it is recorded in history and counts towards quarantine instead)."""
     tags = {
@@ -54,8 +54,8 @@ def maintenance_tags(partition: str, health_storage_id: int | None = None) -> di
         MAX_RETRIES_TAG: "1",
         RETRY_ON_FAILURE_TAG: "false",
     }
-    if health_storage_id is not None:
-        tags[HEALTH_EVENT_TAG] = str(health_storage_id)
+    if health_event is not None:
+        tags[HEALTH_EVENT_TAG] = str(health_event)
     return tags
 
 
@@ -93,11 +93,6 @@ def own_runs(
         statuses=list(statuses) if statuses is not None else None,
         **fields,
     )
-
-
-def maintenance_runs(platform: PlatformSettings, table: str) -> dg.RunsFilter:
-    """The tagged maintenance runs of one table."""
-    return own_runs(platform, tags={KIND_TAG: MAINTENANCE, TABLE_TAG: table})
 
 
 def pool_runs(

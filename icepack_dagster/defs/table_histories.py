@@ -1,6 +1,7 @@
 """Each managed table's maintenance history, judged by its own policy's quarantine threshold: what the
 fleet summary and the alert sensor both read. The policy comes from the table's latest measured status
-(its properties); a table not measured yet, or with an invalid policy, is judged by the default one."""
+(its properties, as recorded in the table's facts); a table not measured yet, or with an invalid policy,
+is judged by the default one."""
 
 from __future__ import annotations
 
@@ -8,9 +9,6 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import TABLE_STATUS
-from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
-from icepack_dagster.defs.materialization_codec import decode_status
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.layering import Policy
@@ -18,18 +16,24 @@ from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import InvalidPolicyError
+from icepack_dagster.store.table_facts import MeasuredTable
 
 
 def table_histories(
-    engine: Engine, instance: dg.DagsterInstance, partitions: Sequence[str] | None = None
+    engine: Engine,
+    instance: dg.DagsterInstance,
+    partitions: Sequence[str] | None = None,
+    measured: Mapping[str, MeasuredTable] | None = None,
 ) -> Iterator[tuple[str, TableHistory, int]]:
     """(table, history, quarantine threshold) for `partitions` (default: every managed table); the
-    histories in one fleet-wide read of the state database, not a few queries per table."""
+    histories in one fleet-wide read of the state database, not a few queries per table. `measured`:
+    the tables' facts when the caller has read them already."""
     if partitions is None:
         partitions = list(instance.get_dynamic_partitions(engine.settings.platform.partitions_name))
-    records = latest_per_partition(instance, TABLE_STATUS, list(partitions))
+    if measured is None:
+        measured = engine.facts.measured(partitions)
     statuses = {
-        table_key(p): decode_status(metadata_of(records[p])) if p in records else None for p in partitions
+        table_key(p): facts.status if (facts := measured.get(p)) is not None else None for p in partitions
     }
     judged = histories_of(engine, statuses)
     for partition in partitions:

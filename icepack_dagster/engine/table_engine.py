@@ -45,6 +45,7 @@ from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
 from icepack_dagster.store.history_store import HistoryStore
 from icepack_dagster.store.manifest_store import ManifestSummaryStore
+from icepack_dagster.store.table_facts import TableFactsStore
 from icepack_dagster.store.table_lease import TableLeases, default_holder
 
 if TYPE_CHECKING:
@@ -78,6 +79,12 @@ class Engine:
     @cached_property
     def history_store(self) -> HistoryStore:
         return self._history or HistoryStore(self.settings.resolved_state_url)
+
+    @cached_property
+    def facts(self) -> TableFactsStore:
+        """Each table's latest status, health and maintenance outcome, as the platform's decisions read
+        them (store/table_facts.py)."""
+        return TableFactsStore(self.settings.resolved_state_url, self.settings.platform.deployment_name)
 
     @cached_property
     def leases(self) -> TableLeases:

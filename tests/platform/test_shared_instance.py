@@ -12,7 +12,8 @@ maintenance launched by the default deployment's sensor and the default deployme
   of its one-partition runs for the same partition key run at the same time (no limit on
   `dagster/partition`);
 - each icepack deployment has exactly its own tables as partitions of its own partitions definition,
-  and every run each started carries its deployment's tag;
+  and as its table facts in the state database both share (one home), and every run each started
+  carries its deployment's tag;
 - housekeeping deleted the default deployment's old run and nothing else;
 - the maintained table was compacted with its contents unchanged.
 """
@@ -35,6 +36,7 @@ from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.run_tags import DEPLOYMENT_TAG
+from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from tests.defs.dagster_testkit import small_file_table
 from tests.platform.platform_testkit import (
@@ -250,6 +252,9 @@ def test_two_icepack_deployments_beside_a_neighbour_change_nothing_of_the_neighb
     assert list(instance.get_dynamic_partitions("neighbour_days")) == [DAY]
     assert list(instance.get_dynamic_partitions(platforms["icepack"].partitions_name)) == [clicks]
     assert list(instance.get_dynamic_partitions(platforms["lake_b"].partitions_name)) == [events]
+    for name, table in (("icepack", clicks), ("lake_b", events)):
+        facts = Engine(load_settings(**deployments[name])).facts
+        assert set(facts.measured([clicks, events])) == {table}, f"{name}'s facts hold another's table"
 
     limits = {pool.name: pool.limit for pool in instance.event_log_storage.get_pool_limits()}
     assert limits == {NEIGHBOUR_POOL: NEIGHBOUR_LIMIT, "icepack_maintenance": 2, "lake_b_maintenance": 1}

@@ -10,11 +10,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import (
@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.health.model import HealthState, TableHealth
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.exceptions import ConfigurationError
 from icepack_dagster.store import (
@@ -40,11 +41,12 @@ from icepack_dagster.store import (
     manifest_store,
     schema_migrations,
     state_database,
+    table_facts,
     table_lease,
 )
 from icepack_dagster.store.history_store import HistoryStore
+from icepack_dagster.store.table_facts import Measurement, TableFactsStore
 from icepack_dagster.store.table_lease import TableLeases
-from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 
 ICEPACK = str(Path(sys.executable).parent / "icepack")
 T0 = datetime(2026, 1, 5, 3, 0, tzinfo=UTC)
@@ -80,17 +82,6 @@ Table(
     Column("summary", Text, nullable=False),
     Column("stored_at", DateTime(timezone=True), nullable=False, index=True),
 )
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state.db'}"
-        state_database.dispose_engines()
-        return
-    with fresh_database("icepack_migrate") as name:
-        yield f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
-        state_database.dispose_engines()  # before the database is dropped
 
 
 def _old_database(url: str) -> None:
@@ -201,6 +192,33 @@ def test_an_old_database_is_adopted_and_upgraded_at_start_up_without_loss(url: s
     assert {t: _rows(url, t) for t in before} == before
 
 
+def test_a_database_at_the_previous_head_gains_empty_table_facts_and_keeps_its_history(url: str) -> None:
+    """0003 -> 0004: the table facts start empty (the next health sync fills them), numbering from 1."""
+    engine = create_engine(url)
+    config = schema_migrations._config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0003")
+    engine.dispose()
+    with create_engine(url).begin() as connection:
+        connection.execute(insert(history_tables.maintenance_runs).values(
+            table_key="lake.ns.t", started_at=T0, finished_at=T0, outcome="succeeded"
+        ))
+    before = _rows(url, "icepack_maintenance_runs")
+
+    facts = TableFactsStore(url, "icepack")  # the first open in this process migrates
+
+    assert _revision(url) == schema_migrations.head_revision()
+    assert _rows(url, "icepack_maintenance_runs") == before
+    assert facts.measured(["lake.ns.t"]) == {} and facts.reclaimed() == (0, 0)
+    health = TableHealth(table="lake.ns.t", state=HealthState.HEALTHY)
+    numbers = facts.record_measurements([Measurement("lake.ns.t", None, "unreadable", health)], T0)
+    assert numbers == {"lake.ns.t": 1}
+    assert [(e.table, e.health_event, e.health) for e in facts.health_events_after(0, 10)] == [
+        ("lake.ns.t", 1, health)
+    ]
+
+
 def test_icepack_state_upgrade_adopts_an_old_database_once(url: str, tmp_path: Path) -> None:
     _old_database(url)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ICEPACK_")}
@@ -228,7 +246,7 @@ def test_icepack_state_upgrade_adopts_an_old_database_once(url: str, tmp_path: P
 def test_the_newest_revision_builds_exactly_the_tables_the_stores_query(url: str) -> None:
     state_database.upgrade_state_database(url)
     stores = MetaData()
-    for module in (history_tables, manifest_store, table_lease):
+    for module in (history_tables, manifest_store, table_facts, table_lease):
         for table in module._metadata.tables.values():
             table.to_metadata(stores)
     engine = create_engine(url)

@@ -1,36 +1,28 @@
-"""`fleet_summary`: every table at a glance, for the UI and for Prometheus."""
+"""`fleet_summary`: every table at a glance, for the UI and for Prometheus. Health, sizes, policies and
+reclaimed totals come from the tables' facts in icepack's state database (one query for the fleet),
+never from Dagster's event log, so deleting runs leaves the summary unchanged."""
 
+from collections.abc import Mapping
 
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH, TABLE_STATUS
-from icepack_dagster.defs.event_reads import latest, latest_per_partition, metadata_of, new_materializations
-from icepack_dagster.defs.fleet.breaker_pauses import paused_by_breakers
-from icepack_dagster.defs.materialization_codec import (
-    decode_fleet,
-    decode_health,
-    decode_reclaimed,
-    decode_status,
-    fleet_metadata,
-)
+from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, TABLE_HEALTH
+from icepack_dagster.defs.materialization_codec import fleet_metadata
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, runs_maintaining
 from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.model import HealthState, TableHealth
+from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.recommendation.circuit_breakers import breaker_pauses
 from icepack_dagster.domain.recommendation.commit_cadence import KEEPS_CONFLICTING
-from icepack_dagster.domain.reports.fleet import (
-    ATTENTION_ROWS,
-    FleetSummary,
-    TableAttention,
-    needing_attention,
-)
+from icepack_dagster.domain.reports.fleet import ATTENTION_ROWS, FleetSummary, needing_attention
 from icepack_dagster.engine import Engine
+from icepack_dagster.store.table_facts import MeasuredTable
 
 _QUEUED = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
 _RUNNING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-_PAGE = 1000
 
 
 def _maintenance_runs(
@@ -39,66 +31,43 @@ def _maintenance_runs(
     return len(runs_maintaining(instance, platform, statuses))
 
 
-def _healths(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, TableHealth]:
-    """Latest health of each table that has one."""
-    records = latest_per_partition(instance, TABLE_HEALTH, partitions)
-    decoded = {partition: decode_health(metadata_of(record)) for partition, record in records.items()}
-    return {partition: health for partition, health in decoded.items() if health is not None}
-
-
 def _states(partitions: list[str], healths: dict[str, TableHealth]) -> dict[str, HealthState]:
     """A table not measured yet counts as unknown, never healthy."""
     return {p: healths[p].state if p in healths else HealthState.UNKNOWN for p in partitions}
 
 
-def _data_bytes(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, int]:
-    """Live data bytes of the latest status of each given table (those a person is shown)."""
-    sizes = {}
-    for partition, record in latest_per_partition(instance, TABLE_STATUS, partitions).items():
-        status = decode_status(metadata_of(record))
-        if status is not None:
-            sizes[partition] = status.live_data_bytes
-    return sizes
-
-
-def _attention(
-    instance: dg.DagsterInstance,
-    states: dict[str, HealthState],
-    healths: dict[str, TableHealth],
-    quarantined: dict[str, str],
-) -> list[TableAttention]:
-    """The unhealthy and quarantined tables with their sizes (read for those tables only)."""
-    flagged = [p for p, state in states.items() if state is not HealthState.HEALTHY] + list(quarantined)
-    return needing_attention(states, healths, _data_bytes(instance, flagged), quarantined)
-
-
 def _quarantined_and_conflicting(
-    engine: Engine, instance: dg.DagsterInstance, partitions: list[str]
+    engine: Engine, instance: dg.DagsterInstance, partitions: list[str], measured: dict[str, MeasuredTable]
 ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """The quarantined tables with their last error, the tables whose maintenance keeps conflicting
     with concurrent writers with their last conflict (their recommendation says the cadence and what
     would help), and the tables a circuit breaker pauses with its reasons."""
     quarantined, conflicting, histories = {}, {}, {}
-    for partition, history, _ in table_histories(engine, instance, partitions):
+    for partition, history, _ in table_histories(engine, instance, partitions, measured):
         histories[partition] = history
         if history.quarantined:
             quarantined[partition] = history.last_error or "unknown error"
         elif history.consecutive_conflicts >= KEEPS_CONFLICTING:
             conflicting[partition] = (f"{history.consecutive_conflicts} in a row; last: "
                                       f"{history.last_conflict or 'no detail recorded'}")
-    return quarantined, conflicting, paused_by_breakers(instance, histories)
+    return quarantined, conflicting, _paused_by_breakers(measured, histories)
 
 
-def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> tuple[int, int, int]:
-    """Running totals: the previous summary's plus every maintenance materialized since it."""
-    files = previous.files_reclaimed_total if previous else 0
-    size = previous.bytes_reclaimed_total if previous else 0
-    seen = previous.maintenance_events_seen if previous else 0
-    while records := new_materializations(instance, MAINTAINED_TABLE, seen, _PAGE):
-        for record in records:
-            more_files, more_bytes = decode_reclaimed(metadata_of(record))
-            files, size, seen = files + more_files, size + more_bytes, record.storage_id
-    return files, size, seen
+def _paused_by_breakers(
+    measured: Mapping[str, MeasuredTable], histories: Mapping[str, TableHistory]
+) -> dict[str, str]:
+    """The tables a circuit breaker pauses, with the breakers' reasons: judged from their histories and
+    the status in their facts, for only the tables that rewrote something in the breakers' window (the
+    others cannot have tripped one). The fleet's daily budget is one line of the summary, not a row."""
+    paused = {}
+    for partition, history in histories.items():
+        facts = measured.get(partition)
+        if not history.recent_rewrites or facts is None or facts.status is None:
+            continue
+        reasons = breaker_pauses(facts.status, history, None)
+        if reasons:
+            paused[partition] = "; ".join(reasons.values())
+    return paused
 
 
 @dg.asset(deps=[TABLE_HEALTH, MAINTAINED_TABLE], group_name="fleet", kinds={"iceberg"})
@@ -113,14 +82,16 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     platform = icepack.settings.platform
     claim_run(context, platform, OBSERVATION)
     partitions = list(instance.get_dynamic_partitions(platform.partitions_name))
-    healths = _healths(instance, partitions)
+    measured = icepack.engine.facts.measured(partitions)
+    healths = {p: m.health for p, m in measured.items() if m.health is not None}
     states = _states(partitions, healths)
-    quarantined, conflicting, paused = _quarantined_and_conflicting(icepack.engine, instance, partitions)
+    quarantined, conflicting, paused = _quarantined_and_conflicting(
+        icepack.engine, instance, partitions, measured
+    )
     budget = icepack.engine.rewrite_budget()
-    attention = _attention(instance, states, healths, quarantined)
-    previous_record = latest(instance, FLEET_SUMMARY)
-    previous = decode_fleet(metadata_of(previous_record)) if previous_record else None
-    files, size, seen = _reclaimed(instance, previous)
+    sizes = {p: m.status.live_data_bytes for p, m in measured.items() if m.status is not None}
+    attention = needing_attention(states, healths, sizes, quarantined)
+    files, size = icepack.engine.facts.reclaimed()
     summary = FleetSummary(
         generated_at_epoch=utc_now().timestamp(),
         tables=len(partitions),
@@ -134,7 +105,6 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         rewrite_budget=budget.describe() + (" (reached)" if budget.reached else "") if budget else None,
         files_reclaimed_total=files,
         bytes_reclaimed_total=size,
-        maintenance_events_seen=seen,
         attention=tuple(attention[:ATTENTION_ROWS]),
         attention_total=len(attention),
     )

@@ -2,10 +2,12 @@
 `health_sync` job (what the schedule, discovery and post-maintenance runs use) and a click on
 `table_status`/`table_health` in the UI.
 
-It reads only tables whose metadata file changed since their last `table_status` (the rest are that
+It reads only tables whose metadata file changed since their last recorded status (the rest are that
 status with snapshot ages moved to now), judges every table's health, and writes a `table_status` and
-a `table_health` materialization per table: for every table, or (`only_changes`) only for tables whose
-status or health changed or are due a rewrite (see `health_sync_writes`). Each `table_health`
+a `table_health` materialization per table, and the same status, health and needs_operator verdict as
+the table's facts in icepack's state database (what the sensors, the fleet summary and the next sync
+decide from, store/table_facts.py): for every table, or (`only_changes`) only for tables whose status,
+health or verdict changed or are due a rewrite (see `health_sync_writes`). Each `table_health`
 materialization comes with the results of its partitioned `healthy` check (which tables are unhealthy)
 and `needs_operator` check (which tables a person must act on, domain/health/needs_operator.py). A
 table the sync leaves unwritten keeps its last check results, which still judge its latest
@@ -15,17 +17,15 @@ materialization and are still true: neither its health nor its need of a person 
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 
 import dagster as dg
 
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
-from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
+from icepack_dagster.defs.event_reads import latest_per_partition
 from icepack_dagster.defs.materialization_codec import (
     Metadata,
-    decode_health,
-    decode_operator_verdict,
-    decode_status,
     health_check_evaluation,
     health_metadata,
     operator_check_evaluation,
@@ -52,6 +52,7 @@ from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import IcepackError
+from icepack_dagster.store.table_facts import MeasuredTable, Measurement
 
 SYNC_REASON = "sync_reason"
 EVERY_TABLE = "every table of this run"
@@ -68,33 +69,22 @@ def _keys(partitions: list[str]) -> tuple[dict[str, TableKey], dict[str, str]]:
     return keys, bad
 
 
-def _last_writes(instance: dg.DagsterInstance, partitions: list[str]) -> dict[str, LastWrite]:
-    records = latest_per_partition(instance, TABLE_HEALTH, partitions)
+def _last_writes(measured: dict[str, MeasuredTable]) -> dict[str, LastWrite]:
     return {
-        partition: LastWrite(
-            health=decode_health(metadata_of(record)),
-            written_at=datetime.fromtimestamp(record.timestamp, UTC),
-            operator_verdict=decode_operator_verdict(metadata_of(record)),
-        )
-        for partition, record in records.items()
+        p: LastWrite(health=m.health, written_at=m.measured_at, operator_verdict=m.operator_verdict)
+        for p, m in measured.items()
     }
 
 
 def _known_statuses(
-    instance: dg.DagsterInstance, keys: dict[str, TableKey]
+    measured: dict[str, MeasuredTable], keys: dict[str, TableKey]
 ) -> dict[TableKey, TableStatus]:
-    known = {}
-    for partition, record in latest_per_partition(instance, TABLE_STATUS, list(keys)).items():
-        status = decode_status(metadata_of(record))
-        if status is not None:
-            known[keys[partition]] = status
-    return known
+    return {keys[p]: m.status for p, m in measured.items() if p in keys and m.status is not None}
 
 
-def _written_since(instance: dg.DagsterInstance, partitions: list[str], since: datetime) -> set[str]:
-    """The partitions whose latest `table_status` was stored after `since`."""
-    records = latest_per_partition(instance, TABLE_STATUS, partitions)
-    return {p for p, record in records.items() if record.timestamp > since.timestamp()}
+def _written_since(engine: Engine, partitions: list[str], since: datetime) -> set[str]:
+    """The partitions whose recorded status and health were written after `since`."""
+    return {p for p, m in engine.facts.measured(partitions).items() if m.measured_at > since}
 
 
 def sync_tables(
@@ -105,16 +95,15 @@ def sync_tables(
 ) -> None:
     """Measure and judge `partitions`; log their `table_status` and `table_health` materializations."""
     partitions = list(partitions)
-    instance = context.instance
     policy = RewritePolicy(icepack.health_rewrite_hours, icepack.attention_rewrite_hours)
     engine = icepack.engine
     now = utc_now()
     started = time.monotonic()
 
     keys, failures = _keys(partitions)
-    refresh = engine.refresh_statuses(
-        list(keys.values()), _known_statuses(instance, keys), now, icepack.table_workers
-    )
+    recorded = engine.facts.measured(partitions)
+    known = _known_statuses(recorded, keys)
+    refresh = engine.refresh_statuses(list(keys.values()), known, now, icepack.table_workers)
     failures |= {p: refresh.failures[k.text] for p, k in keys.items() if k.text in refresh.failures}
     read = {p for p, k in keys.items() if k.text in set(refresh.read)}
     context.log.info(
@@ -123,27 +112,30 @@ def sync_tables(
     )
     if failures:  # one line, not one per table: a catalog outage fails every table of the catalog
         context.log.warning(_failures_line(failures))
-    last_writes = _last_writes(instance, partitions) if only_changes else {}
+    last_writes = _last_writes(recorded) if only_changes else {}
     measured = _judge(engine, partitions, keys, refresh.statuses, failures)
-    slots = policy.slots({partition: health for partition, (_, health) in measured.items()})
-    needs = _operator_needs(icepack, keys, refresh.statuses, measured)
-    pairs: list[tuple[str, Metadata, TableHealth, str]] = []
-    for partition, (status_md, health) in measured.items():
+    slots = policy.slots({partition: m.health for partition, (_, m) in measured.items()})
+    needs = _operator_needs(icepack, keys, measured)
+    pairs: list[tuple[str, Metadata, Measurement, str]] = []
+    for partition, (status_md, measurement) in measured.items():
+        health = measurement.health
+        verdict = verdict_of(needs[partition])
+        last = last_writes.get(partition)
         reason = (
-            write_reason(health, partition in read, last_writes.get(partition), now, slots[partition],
-                         verdict_of(needs[partition]))
+            write_reason(health, partition in read, last, now, slots[partition], verdict)
             if only_changes
             else EVERY_TABLE
         )
         if reason is not None:
-            pairs.append((partition, status_md, health, reason))
+            pairs.append((partition, status_md, replace(measurement, operator_verdict=verdict), reason))
     # Another run (a post-maintenance refresh) may have written a newer result meanwhile: keep it.
-    newer = _written_since(instance, [pair[0] for pair in pairs], now)
-    judged = {partition: health for partition, _, health, _ in pairs if partition not in newer}
-    for partition, status_md, health, reason in pairs:
-        if partition in judged:
-            health_md = health_metadata(health) | operator_verdict_metadata(needs[partition])
-            _log_pair(context, partition, status_md, health_md, reason)
+    newer = _written_since(engine, [pair[0] for pair in pairs], now)
+    kept = [pair for pair in pairs if pair[0] not in newer]
+    for partition, status_md, measurement, reason in kept:
+        health_md = health_metadata(measurement.health) | operator_verdict_metadata(needs[partition])
+        _log_pair(context, partition, status_md, health_md, reason)
+    engine.facts.record_measurements([measurement for _, _, measurement, _ in kept], utc_now())
+    judged = {partition: measurement.health for partition, _, measurement, _ in kept}
     _log_checks(context, judged, needs)
     written = Counter(health.state for health in judged.values())
     total = sum(written.values())
@@ -158,21 +150,19 @@ def sync_tables(
 def _operator_needs(
     icepack: IcepackResource,
     keys: dict[str, TableKey],
-    statuses: Mapping[str, object],
-    measured: dict[str, tuple[Metadata, TableHealth]],
+    measured: dict[str, tuple[Metadata, Measurement]],
 ) -> dict[str, OperatorNeed | None]:
     """Whether each table needs a person (domain/health/needs_operator.py), from its health just judged
-    and its maintenance history (one fleet-wide read of the state database)."""
-    measured_statuses = {key: statuses.get(key.text) for key in keys.values()}
-    histories = histories_of(
-        icepack.engine, {k: s if isinstance(s, TableStatus) else None for k, s in measured_statuses.items()}
-    )
+    and its maintenance history (one fleet-wide read of the state database): icepack's own state, never
+    Dagster's events."""
+    statuses = {keys[p]: m.status for p, (_, m) in measured.items() if p in keys}
+    histories = histories_of(icepack.engine, statuses)
     failing_after = icepack.settings.platform.alert_failing_after
     needs: dict[str, OperatorNeed | None] = {}
-    for partition, (_, health) in measured.items():
+    for partition, (_, measurement) in measured.items():
         key = keys.get(partition)
         history = histories[key][0] if key is not None else TableHistory.empty(partition)
-        facts = OperatorFacts(health=health, history=history, failing_after=failing_after)
+        facts = OperatorFacts(health=measurement.health, history=history, failing_after=failing_after)
         needs[partition] = operator_need(facts)
     return needs
 
@@ -199,18 +189,21 @@ def _judge(
     keys: dict[str, TableKey],
     statuses: Mapping[str, object],
     failures: dict[str, str],
-) -> dict[str, tuple[Metadata, TableHealth]]:
-    """Each table's `table_status` metadata and health (unknown, saying why, when status failed)."""
-    judged: dict[str, tuple[Metadata, TableHealth]] = {}
+) -> dict[str, tuple[Metadata, Measurement]]:
+    """Each table's `table_status` metadata and what it records (the health unknown, saying why, when
+    status failed)."""
+    judged: dict[str, tuple[Metadata, Measurement]] = {}
     for partition in partitions:
         key = keys.get(partition)
         status = statuses.get(key.text) if key is not None else None
         if status is None:
             error = failures.get(partition, NOT_MEASURED)
-            judged[partition] = status_failure_metadata(error), unknown_health(partition, error)
+            health = unknown_health(partition, error)
+            judged[partition] = status_failure_metadata(error), Measurement(partition, None, error, health)
         else:
             assert isinstance(status, TableStatus)
-            judged[partition] = status_metadata(status), engine.health(status)
+            measurement = Measurement(partition, status, None, engine.health(status))
+            judged[partition] = status_metadata(status), measurement
     return judged
 
 

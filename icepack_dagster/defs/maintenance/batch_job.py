@@ -11,17 +11,14 @@ sensor reads to leave those tables alone while the run is queued or running.
 import functools
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import dagster as dg
 from pydantic import Field
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import TABLE_STATUS
-from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
 from icepack_dagster.defs.maintenance.batch_maintenance import maintain_batch
-from icepack_dagster.defs.materialization_codec import decode_status
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.defs.run_tags import (
     KIND_TAG,
@@ -34,6 +31,7 @@ from icepack_dagster.defs.run_tags import (
 )
 from icepack_dagster.domain.decisions.maintenance_batches import PlannedRun, is_small, plan_runs
 from icepack_dagster.domain.decisions.maintenance_selection import Decision, run_priority
+from icepack_dagster.store.table_facts import MeasuredTable
 
 BATCH_TABLES_TAG = "icepack/batch_tables"
 BATCH_JOB = "maintenance_batch"
@@ -88,7 +86,7 @@ def batch_run_request(run: PlannedRun) -> dg.RunRequest:
     """A batch run over `run`'s tables; its run key names the tables and their health events, so a
     restarted daemon never launches the same batch twice."""
     tables = [d.partition for d in run.decisions]
-    events = ",".join(f"{d.partition}:{d.health_storage_id}" for d in run.decisions)
+    events = ",".join(f"{d.partition}:{d.health_event}" for d in run.decisions)
     digest = hashlib.sha256(events.encode()).hexdigest()[:16]
     tags = {
         KIND_TAG: MAINTENANCE,
@@ -112,16 +110,17 @@ def batch_run_config(tables: list[str]) -> dict[str, Any]:
 
 
 def plan_batches(
-    instance: dg.DagsterInstance, launchable: list[Decision], run_slots: int, platform: PlatformSettings
+    read_facts: Callable[[Sequence[str]], Mapping[str, MeasuredTable]],
+    launchable: list[Decision],
+    run_slots: int,
+    platform: PlatformSettings,
 ) -> tuple[list[PlannedRun], list[Decision]]:
     """The maintenance sensor's runs when batching is on: tables of the smallest sizing tier (by
-    their latest `table_status`) share batch runs; every other table, or one without a readable
-    status, gets a run of its own."""
+    their latest recorded status, `read_facts`) share batch runs; every other table, or one without a
+    readable status, gets a run of its own."""
     sizing = platform.sizing_policy()
-    records = latest_per_partition(instance, TABLE_STATUS, [d.partition for d in launchable])
     small = set()
-    for partition, record in records.items():
-        status = decode_status(metadata_of(record))
-        if status is not None and is_small(status, sizing):
+    for partition, facts in read_facts([d.partition for d in launchable]).items():
+        if facts.status is not None and is_small(facts.status, sizing):
             small.add(partition)
     return plan_runs(launchable, frozenset(small), run_slots, platform.maintenance_batch_size)

@@ -98,6 +98,7 @@ def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str)
         engine.record(report)
         judged = JudgedMaintenance(report, engine.history(key))
     report, outcome = judged.report, judged.outcome
+    engine.facts.record_maintenance(report, outcome, utc_now())
     metadata = maintenance_metadata(report, judged.history)
     if outcome in ("failed", "violated"):
         context.log.warning(f"{partition}: maintenance {outcome}: {report.first_error}")

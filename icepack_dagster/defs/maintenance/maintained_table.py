@@ -20,6 +20,7 @@ from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommend
 from icepack_dagster.defs.partitions import tables_partitions
 from icepack_dagster.defs.resources import IcepackResource, SparkResource
 from icepack_dagster.defs.run_tags import MAINTENANCE, OUTCOME_TAG, claim_run
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation
@@ -94,6 +95,8 @@ def maintained_table(
         respect_window=True,
     )
     report, history, health_after = judged.report, judged.history, judged.health_after
+    # The table's facts record every outcome (nothing ran included): the sensor's cadence reads it.
+    engine.facts.record_maintenance(report, judged.unrun[0] if judged.unrun else report.outcome, utc_now())
     if judged.unrun is not None:  # outside its window, deferred or gone
         outcome, why = judged.unrun
         why += "; force: true runs it anyway" if judged.outside_window else ""

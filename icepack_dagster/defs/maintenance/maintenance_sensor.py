@@ -1,12 +1,14 @@
 """The maintenance sensor: launches maintenance, one table per run, for tables whose latest health is
 warning or critical, with no one clicking.
 
-Each tick reads only the `table_health` materializations stored since its cursor, keeps the tables
+Each tick reads only the healths recorded since its cursor (icepack's state database, written with each
+`table_health` materialization: store/table_facts.py, one indexed query), keeps the tables
 that need attention as pending, and judges the most urgent ones: skip a table already queued or
 running, a disabled or invalid policy, cadence not elapsed since its last maintenance run, quarantine,
 outside its maintenance window, or a recommendation with nothing to do. The rest launch in order of
 recommendation priority, within the global cap of runs in flight and the per-tick budget. Run keys
-name the table and the health event, so a restarted daemon never launches the same work twice. The
+name the table and the health's write number, so a restarted daemon never launches the same work
+twice. Nothing it decides from is read from Dagster's event log: deleting runs changes no decision. The
 cursor remembers at most `max_pending_tables` (the most urgent): Dagster stores the cursor with every
 tick, and a less urgent table left out returns with its next health event, at most
 `attention_rewrite_hours` later.
@@ -16,12 +18,6 @@ tick, and a less urgent table left out returns with its next health event, at mo
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH
-from icepack_dagster.defs.event_reads import (
-    latest_per_partition,
-    metadata_of,
-    new_materializations,
-)
 from icepack_dagster.defs.maintenance.batch_job import (
     batch_run_request,
     batch_tables,
@@ -29,9 +25,7 @@ from icepack_dagster.defs.maintenance.batch_job import (
     plan_batches,
 )
 from icepack_dagster.defs.maintenance.job import MAINTENANCE_JOB, build_maintenance_job
-from icepack_dagster.defs.maintenance.tick_judge import TickJudge, judge_pending
 from icepack_dagster.defs.maintenance_pool import pool_limit_problem
-from icepack_dagster.defs.materialization_codec import decode_health
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import PRIORITY_TAG, maintenance_tags, runs_maintaining, table_of_run
 from icepack_dagster.domain.clock import utc_now
@@ -48,6 +42,8 @@ from icepack_dagster.domain.decisions.maintenance_selection import (
 )
 from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
 from icepack_dagster.domain.health.model import HealthState
+from icepack_dagster.engine.tick_judge import TickJudge, judge_pending
+from icepack_dagster.store.table_facts import TableFactsStore
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -60,8 +56,9 @@ IN_FLIGHT = [
 _MAX_SWEEP_WAITING = 500
 
 
-def run_key(partition: str, health_storage_id: int) -> str:
-    return f"maintain:{partition}:{health_storage_id}"
+def run_key(partition: str, health_event: int) -> str:
+    """`health-` marks the state database's write numbers (Dagster storage ids named runs before)."""
+    return f"maintain:{partition}:health-{health_event}"
 
 
 def _sweep_decisions(
@@ -77,37 +74,37 @@ def _sweep_decisions(
     removal with its own maintenance; unknown never runs."""
     page, last = sweep_page(partitions, after, count, skip | frozenset(waiting))
     candidates = [p for p in waiting if p not in skip] + page
-    records = latest_per_partition(tick.instance, TABLE_HEALTH, candidates)
+    measured = tick.prefetch(candidates)
     decisions = []
     for partition in candidates:
-        record = records.get(partition)
-        health = decode_health(metadata_of(record)) if record is not None else None
-        if record is None or health is None or health.state is not HealthState.HEALTHY:
+        facts = measured.get(partition)
+        health = facts.health if facts is not None else None
+        if facts is None or health is None or health.state is not HealthState.HEALTHY:
             continue
-        candidate = PendingTable(health_storage_id=record.storage_id, state=health.state, score=0.0)
+        candidate = PendingTable(health_event=facts.health_event, state=health.state, score=0.0)
         decisions.append(tick.judge(partition, candidate, sweep=True))
     return decisions, last
 
 
 def _read_new_health(
-    instance: dg.DagsterInstance, cursor: MaintenanceCursor, limit: int
+    facts: TableFactsStore, cursor: MaintenanceCursor, limit: int
 ) -> tuple[int, dict[str, PendingTable], int]:
-    """(new cursor position, pending tables, events read): newest health per table wins."""
-    after = cursor.after_storage_id
+    """(new cursor position, pending tables, healths read): newest health per table wins."""
+    after = cursor.after_health_event
     pending = dict(cursor.pending)
-    records = new_materializations(instance, TABLE_HEALTH, after, limit)
-    for record in records:
-        after = record.storage_id
-        health = decode_health(metadata_of(record))
-        if health is None or record.partition_key is None:
+    events = facts.health_events_after(after, limit)
+    for event in events:
+        after = event.health_event
+        health = event.health
+        if health is None:
             continue
         if needs_attention(health):
-            pending[record.partition_key] = PendingTable(
-                health_storage_id=record.storage_id, state=health.state, score=health_score(health)
+            pending[event.table] = PendingTable(
+                health_event=event.health_event, state=health.state, score=health_score(health)
             )
         else:
-            pending.pop(record.partition_key, None)
-    return after, pending, len(records)
+            pending.pop(event.table, None)
+    return after, pending, len(events)
 
 
 def _orphan_sweep(
@@ -132,11 +129,11 @@ def _orphan_sweep(
 
 def _run_request(decision: Decision) -> dg.RunRequest:
     return dg.RunRequest(
-        run_key=run_key(decision.partition, decision.health_storage_id),
+        run_key=run_key(decision.partition, decision.health_event),
         job_name=MAINTENANCE_JOB,
         partition_key=decision.partition,
         tags={
-            **maintenance_tags(decision.partition, decision.health_storage_id),
+            **maintenance_tags(decision.partition, decision.health_event),
             **decision.run_tags,
             PRIORITY_TAG: str(run_priority([decision])),
         },
@@ -150,12 +147,12 @@ def _busy_tables(in_flight: list[dg.DagsterRun]) -> frozenset[str]:
 
 
 def _plan(
-    instance: dg.DagsterInstance, platform: PlatformSettings, decisions: list[Decision], slots: int
+    tick: TickJudge, platform: PlatformSettings, decisions: list[Decision], slots: int
 ) -> tuple[list[PlannedRun], list[Decision]]:
     """(runs to launch, tables deferred): one run per table, or with maintenance_batch_size > 1 small
     tables sharing batch runs (domain/decisions/maintenance_batches.py); at most `slots` runs."""
     if platform.maintenance_batch_size > 1:
-        return plan_batches(instance, choose(decisions, len(decisions))[0], slots, platform)
+        return plan_batches(tick.prefetch, choose(decisions, len(decisions))[0], slots, platform)
     launch, deferred = choose(decisions, slots)
     return [PlannedRun((d,), batch=False) for d in launch], deferred
 
@@ -182,7 +179,8 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         if problem is not None:
             context.log.warning(problem)
         cursor = decode_cursor(MaintenanceCursor, context.cursor)
-        after, pending, read = _read_new_health(instance, cursor, platform.health_events_per_tick)
+        facts = icepack.engine.facts
+        after, pending, read = _read_new_health(facts, cursor, platform.health_events_per_tick)
         ordered = list(instance.get_dynamic_partitions(platform.partitions_name))
         tables = set(ordered)
         pending = {p: v for p, v in pending.items() if p in tables}
@@ -192,7 +190,7 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
 
         def result(skip: str | None, requests: list[dg.RunRequest] | None = None) -> dg.SensorResult:
             kept = {p: pending[p] for p in order_candidates(pending)[: platform.max_pending_tables]}
-            state = MaintenanceCursor(after_storage_id=after, pending=kept, sweep_after=sweep_after,
+            state = MaintenanceCursor(after_health_event=after, pending=kept, sweep_after=sweep_after,
                                       sweep_waiting=sweep_waiting[:_MAX_SWEEP_WAITING])
             return dg.SensorResult(run_requests=requests, skip_reason=skip, cursor=state.encode())
 
@@ -202,13 +200,13 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
             return result(f"{len(in_flight)} maintenance run(s) in flight, the cap is "
                           f"{platform.max_maintenance_in_flight}; {len(pending)} table(s) wait")
         busy = _busy_tables(in_flight)
-        tick = TickJudge(instance, icepack.engine, utc_now(), busy, sizing)
+        tick = TickJudge(icepack.engine, utc_now(), busy, sizing)
         decisions = judge_pending(tick, pending, platform.maintenance_candidates_per_tick)
         for decision in decisions:
             if decision.verdict == "drop":
                 pending.pop(decision.partition, None)
                 context.log.info(f"{decision.partition}: not maintained: {decision.reason}")
-        planned, deferred = _plan(instance, platform, decisions, slots)
+        planned, deferred = _plan(tick, platform, decisions, slots)
         launch = [d for run in planned for d in run.decisions]
         skip = frozenset(pending) | busy
         sweeps, swept, sweep_after, sweep_waiting = _orphan_sweep(

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import TABLE_STATUS
-from icepack_dagster.defs.event_reads import latest_of
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import InvalidTableIdentifierError
 
 
-def _refusal(instance: dg.DagsterInstance, engine: Engine, partition: str) -> tuple[TableKey | None, str]:
+def _refusal(engine: Engine, partition: str) -> tuple[TableKey | None, str]:
     try:
         key = table_key(partition)
     except InvalidTableIdentifierError as error:
         return None, str(error)
     reason = engine.unmanaged_reason(key)
-    never_measured = latest_of(instance, TABLE_STATUS, partition) is None
+    never_measured = partition not in engine.facts.measured([partition])
     if reason is None and never_measured and not engine.table_exists(key):
         reason = f"catalog {key.catalog!r} has no such table, and icepack never measured it"
     return key, reason or ""
@@ -34,7 +32,7 @@ def _refusal(instance: dg.DagsterInstance, engine: Engine, partition: str) -> tu
 def discovered_table(context: dg.AssetExecutionContext, engine: Engine) -> TableKey:
     """The run's table, or `dg.Failure` (no retry) naming the partition key and why it is refused."""
     partition = context.partition_key
-    key, reason = _refusal(context.instance, engine, partition)
+    key, reason = _refusal(engine, partition)
     if key is not None and not reason:
         return key
     raise dg.Failure(

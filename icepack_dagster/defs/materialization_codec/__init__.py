@@ -28,7 +28,6 @@ from icepack_dagster.defs.materialization_codec.health import (
     judged_materialization,
 )
 from icepack_dagster.defs.materialization_codec.maintenance import (
-    decode_reclaimed,
     decode_report,
     maintenance_markdown,
     maintenance_metadata,
@@ -37,7 +36,6 @@ from icepack_dagster.defs.materialization_codec.maintenance import (
 from icepack_dagster.defs.materialization_codec.operator_need import (
     NEEDS_OPERATOR_CHECK,
     NEEDS_OPERATOR_CHECK_DESCRIPTION,
-    decode_operator_verdict,
     operator_check_evaluation,
     operator_verdict_metadata,
     verdict_of,
@@ -77,7 +75,7 @@ __all__ = [
     "HEALTH_CHECK_DESCRIPTION", "HEALTH_JSON", "Metadata", "NEEDS_ATTENTION", "NEEDS_OPERATOR_CHECK",
     "NEEDS_OPERATOR_CHECK_DESCRIPTION", "OUTCOME", "RECOMMENDATION_JSON", "REPORT_JSON", "SQL", "STATE",
     "STATE_RANK", "STATUS_ERROR", "STATUS_JSON", "SUMMARY", "VERSION",
-    "decode_fleet", "decode_health", "decode_operator_verdict", "decode_reclaimed", "decode_recommendation",
+    "decode_fleet", "decode_health", "decode_recommendation",
     "decode_report", "decode_status", "decode_status_error", "fleet_metadata", "health_check_description",
     "health_check_evaluation", "health_check_severity", "health_markdown", "health_metadata",
     "judged_materialization", "maintenance_markdown", "maintenance_metadata", "operator_check_evaluation",

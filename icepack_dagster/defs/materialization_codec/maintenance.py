@@ -90,8 +90,3 @@ def decode_report(metadata: Mapping[str, Any]) -> MaintenanceReport | None:
     return decode_model(metadata, REPORT_JSON, MaintenanceReport)
 
 
-def decode_reclaimed(metadata: Mapping[str, Any]) -> tuple[int, int]:
-    """(files, bytes) a `maintained_table` materialization reclaimed; zeros when not recorded."""
-    files = metadata.get(FILES_RECLAIMED)
-    size = metadata.get(BYTES_RECLAIMED)
-    return (int(files.value) if files is not None else 0, int(size.value) if size is not None else 0)

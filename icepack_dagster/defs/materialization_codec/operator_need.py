@@ -1,12 +1,10 @@
 """The `needs_operator` check of `table_health`: its result per table (failed, with the reason, what to
 do and the evidence, for a table a person must act on) and the verdict each `table_health`
-materialization records, so a scheduled sync can tell when it changed (a quarantine released, a
-streak begun) and write the table again."""
+materialization shows. A scheduled sync tells when the verdict changed (a quarantine released, a streak
+begun) from the verdict recorded in the table's facts (store/table_facts.py), and writes the table
+again."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
 
 import dagster as dg
 
@@ -28,14 +26,6 @@ _NO = "no"
 
 def operator_verdict_metadata(need: OperatorNeed | None) -> Metadata:
     return {OPERATOR_VERDICT: dg.MetadataValue.text(need.reason if need is not None else _NO)}
-
-
-def decode_operator_verdict(metadata: Mapping[str, Any]) -> str | None:
-    """The reason recorded in a `table_health` materialization's metadata, `"no"`, or None when the
-    materialization predates the check."""
-    value = metadata.get(OPERATOR_VERDICT)
-    text = getattr(value, "value", value)
-    return text if isinstance(text, str) else None
 
 
 def verdict_of(need: OperatorNeed | None) -> str:

@@ -26,7 +26,7 @@ class Decision(FrozenModel):
     partition: str
     verdict: Verdict
     reason: str
-    health_storage_id: int = Field(ge=0)
+    health_event: int = Field(ge=0, description="The number of the health write judged (names the run)")
     priority: float = Field(default=0.0, ge=0)
     quarantined: bool = Field(default=False, description="Quarantined tables never use the tick's budget")
     run_tags: dict[str, str] = Field(default_factory=dict, description="Sizing tags for a launched run")

@@ -31,16 +31,17 @@ class DiscoveryCursor(_Cursor):
 class PendingTable(_Cursor):
     """A table whose latest health asks for maintenance and that has not been launched yet."""
 
-    health_storage_id: int = Field(ge=0)
+    health_event: int = Field(ge=0, description="The number of the health write that made it pending")
     state: HealthState
     score: float = Field(ge=0, description="Urgency from the health issues; orders the candidates")
 
 
 class MaintenanceCursor(_Cursor):
-    """Where the maintenance sensor stopped reading `table_health` events, and what still waits."""
+    """Where the maintenance sensor stopped reading the healths recorded in icepack's state database
+    (their write numbers; version 1 counted Dagster storage ids), and what still waits."""
 
-    version: Literal[1] = 1
-    after_storage_id: int = Field(default=0, ge=0)
+    version: Literal[2] = 2
+    after_health_event: int = Field(default=0, ge=0)
     pending: dict[str, PendingTable] = Field(default_factory=dict)
     sweep_after: str | None = Field(
         default=None, description="The last healthy table checked for an orphan sweep (round robin)"

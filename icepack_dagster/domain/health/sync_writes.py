@@ -8,7 +8,7 @@ when something a reader would act on changed, plus a periodic rewrite so every t
 materialization stays recent (and the maintenance sensor reconsiders tables that need attention).
 
 Written when any of these holds (scheduled syncs; other runs write every table):
-- the table has no materialization yet, or its last one is unreadable;
+- the table has no health recorded in its facts yet (store/table_facts.py), or an unreadable one;
 - its metadata file changed (the status was read again);
 - its health changed: state, issue codes and severities, or the status error;
 - whether it needs a person changed (`needs_operator`: quarantined, released, a failure streak begun);
@@ -85,7 +85,7 @@ class RewritePolicy:
 
 @dataclass(frozen=True)
 class LastWrite:
-    """What the table's latest `table_health` materialization said, and when it was written."""
+    """What the table's last written health said (as its facts record it), and when it was written."""
 
     health: TableHealth | None  # None: unreadable (another codec version) or a record without health
     written_at: datetime

@@ -49,7 +49,6 @@ class FleetSummary(FrozenModel):
     )
     files_reclaimed_total: int = Field(default=0, ge=0)
     bytes_reclaimed_total: int = Field(default=0, ge=0)
-    maintenance_events_seen: int = Field(default=0, ge=0, description="Storage id counted up to")
     attention: tuple[TableAttention, ...] = Field(
         default=(),
         description=f"Unhealthy or quarantined tables, most urgent first, at most {ATTENTION_ROWS}",

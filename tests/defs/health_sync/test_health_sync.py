@@ -25,7 +25,10 @@ from icepack_dagster.defs.health_sync.table_status_and_health import build_table
 from icepack_dagster.defs.health_sync.table_sync import SYNC_REASON
 from icepack_dagster.defs.materialization_codec import STATE, STATUS_ERROR, decode_status
 from icepack_dagster.defs.run_tags import BATCH_TAG, KIND_TAG, OBSERVATION, SCHEDULE_NAME_TAG
+from icepack_dagster.domain.health.model import HealthState
+from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.store.table_facts import Measurement
 from tests.defs.dagster_testkit import (
     SCHEMA,
     discover,
@@ -34,7 +37,7 @@ from tests.defs.dagster_testkit import (
     run_health_sync,
     small_file_table,
 )
-from tests.factories import settings_with_platform
+from tests.factories import make_health, make_status, settings_with_platform
 
 NODE = "sync_tables"
 
@@ -252,18 +255,21 @@ def test_a_sync_of_unknown_tables_names_them(
     ).records
 
 
-def test_a_result_stored_after_a_sync_began_is_not_overwritten(instance: dg.DagsterInstance) -> None:
+def test_a_result_stored_after_a_sync_began_is_not_overwritten(
+    scoped_settings: IcepackSettings, namespace: str
+) -> None:
     """A scheduled sync measuring the old metadata file must not bury the post-maintenance refresh that
     stored a newer result while it ran: `sync_tables` leaves out tables written since it began."""
     from icepack_dagster.defs.health_sync.table_sync import _written_since
 
-    instance.add_dynamic_partitions("iceberg_tables", ["lake.ns.a", "lake.ns.b"])
+    engine = Engine(scoped_settings)
+    a, b = f"lake.{namespace}.a", f"lake.{namespace}.b"
     began = datetime.now(UTC)
-    instance.report_runless_asset_event(
-        dg.AssetMaterialization(asset_key=TABLE_STATUS, partition="lake.ns.a", metadata={"x": 1})
+    engine.facts.record_measurements(
+        [Measurement(a, make_status(), None, make_health(HealthState.HEALTHY, table=a))], datetime.now(UTC)
     )
-    assert _written_since(instance, ["lake.ns.a", "lake.ns.b"], began) == {"lake.ns.a"}
-    assert _written_since(instance, ["lake.ns.a", "lake.ns.b"], datetime.now(UTC)) == set()
+    assert _written_since(engine, [a, b], began) == {a}
+    assert _written_since(engine, [a, b], datetime.now(UTC)) == set()
 
 
 
@@ -283,7 +289,7 @@ def test_a_tick_holds_back_a_batch_while_an_earlier_ticks_run_of_it_has_not_ende
         "from icepack_dagster.definitions import build_definitions\n"
         "from icepack_dagster.config.platform import PlatformSettings\n"
         "from icepack_dagster.config.settings import load_settings\n"
-        "from tests.factories import settings_with_platform\n\n"
+        "from tests.factories import make_health, make_status, settings_with_platform\n\n"
         f"settings = load_settings(home={str(tmp_path / 'home')!r})\n"
         "platform = PlatformSettings(health_sync_batch_size=2)\n"
         "defs = build_definitions(settings_with_platform(settings, platform))\n"

@@ -27,9 +27,9 @@ from icepack_dagster.defs.run_tags import (
     MAINTENANCE_POOL,
     PRIORITY_TAG,
     TABLE_TAG,
-    deployment_tags,
     maintenance_tags,
 )
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.decisions.maintenance_selection import order_candidates
 from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor
 from icepack_dagster.domain.table.key import parse_table_key
@@ -88,7 +88,11 @@ def evaluate_inside_a_run(
 
 
 def test_launches_unhealthy_tables_once_with_deterministic_keys(
-    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+    defs: dg.Definitions,
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
 ) -> None:
     lake = catalogs.get("lake")
     small_file_table(lake, f"{namespace}.small", appends=12)
@@ -100,20 +104,15 @@ def test_launches_unhealthy_tables_once_with_deterministic_keys(
     first = evaluate_sensor(defs, SENSOR, instance)
     assert launched(first) == [key(namespace, "small")]
     (request,) = first.run_requests
-    health_event = instance.fetch_materializations(
-        dg.AssetRecordsFilter(
-            asset_key=dg.AssetKey("table_health"), asset_partitions=[key(namespace, "small")]
-        ),
-        limit=1,
-    ).records[0]
-    assert request.run_key == f"maintain:{key(namespace, 'small')}:{health_event.storage_id}"
+    health_event = Engine(scoped_settings).facts.measured([key(namespace, "small")])[key(namespace, "small")]
+    assert request.run_key == f"maintain:{key(namespace, 'small')}:health-{health_event.health_event}"
     assert request.tags[TABLE_TAG] == key(namespace, "small")
     assert request.tags[KIND_TAG] == MAINTENANCE
     assert request.tags[PRIORITY_TAG] == "2", "a critical table's run is dequeued first"
     assert request.job_name in (None, "maintenance")
 
     cursor = MaintenanceCursor.model_validate_json(first.cursor)
-    assert cursor.version == 1 and cursor.after_storage_id >= health_event.storage_id
+    assert cursor.version == 2 and cursor.after_health_event >= health_event.health_event
     assert cursor.pending == {}
 
     restarted = evaluate_sensor(defs, SENSOR, instance, cursor=None)
@@ -130,23 +129,22 @@ def test_a_broken_cursor_starts_over_without_duplicates(
     small_file_table(catalogs.get("lake"), f"{namespace}.small", appends=12)
     sync_all(defs, instance)
     first = evaluate_sensor(defs, SENSOR, instance)
-    for stale in ("not json", json.dumps({"version": 99, "after_storage_id": 5})):
+    for stale in ("not json", json.dumps({"version": 1, "after_storage_id": 5})):
         again = evaluate_sensor(defs, SENSOR, instance, cursor=stale)
         assert [r.run_key for r in again.run_requests] == [r.run_key for r in first.run_requests]
 
 
-def test_cadence_since_the_last_maintenance_run(
-    defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
+def test_cadence_since_the_last_maintenance_outcome(
+    defs: dg.Definitions,
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
 ) -> None:
+    """A maintenance that did nothing is in the table's facts, not in its history: it still counts."""
     small_file_table(catalogs.get("lake"), f"{namespace}.small", appends=12)
     sync_all(defs, instance)
-
-    @dg.asset
-    def earlier_maintenance() -> None:
-        return None
-
-    tags = maintenance_tags(key(namespace, "small")) | deployment_tags(PlatformSettings())
-    assert dg.materialize([earlier_maintenance], instance=instance, tags=tags).success
+    Engine(scoped_settings).facts.record_outcome(key(namespace, "small"), "nothing_to_do", utc_now(), 0, 0)
     result = evaluate_sensor(defs, SENSOR, instance)
     assert not result.run_requests
     assert (

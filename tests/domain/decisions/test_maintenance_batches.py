@@ -9,7 +9,7 @@ from icepack_dagster.domain.decisions.maintenance_selection import Decision
 
 
 def _launch(name: str, priority: float) -> Decision:
-    return Decision(partition=name, verdict="launch", reason="r", health_storage_id=1, priority=priority)
+    return Decision(partition=name, verdict="launch", reason="r", health_event=1, priority=priority)
 
 
 def test_small_tables_fill_batches_and_large_ones_take_a_run_each() -> None:

@@ -8,7 +8,7 @@ from icepack_dagster.domain.health.model import HealthState
 
 
 def _decision(state: HealthState) -> Decision:
-    return Decision(partition=f"lake.ns.{state.value}", verdict="launch", reason="r", health_storage_id=1,
+    return Decision(partition=f"lake.ns.{state.value}", verdict="launch", reason="r", health_event=1,
                     urgency=state.launch_urgency)
 
 

@@ -1,44 +1,46 @@
 """How one tick of the maintenance sensor judges a table: launch it now, let it wait (busy, outside its
 window), or drop it (disabled, cadence not elapsed, quarantined, nothing to do), with the reason the
-sensor shows; and which pending tables are judged this tick."""
+sensor shows; and which pending tables are judged this tick. A table's status and last maintenance
+come from its facts in icepack's state database (read for the tick's candidates in one query), never
+from Dagster's runs or events."""
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
-import dagster as dg
-
-from icepack_dagster.defs.asset_keys import TABLE_STATUS
-from icepack_dagster.defs.event_reads import latest_of, metadata_of
-from icepack_dagster.defs.materialization_codec import decode_status
-from icepack_dagster.defs.partitions import table_key
-from icepack_dagster.defs.run_tags import maintenance_runs
 from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.decisions.maintenance_selection import Decision, Verdict, order_candidates
 from icepack_dagster.domain.decisions.sensor_cursors import PendingTable
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.layering import in_window
 from icepack_dagster.domain.sizing.run_sizing import SizingPolicy, size_run, sizing_tags
-from icepack_dagster.engine import Engine
+from icepack_dagster.domain.table.key import parse_table_key
+from icepack_dagster.engine.table_engine import Engine
 from icepack_dagster.exceptions import ConfigurationError, InvalidPolicyError
+from icepack_dagster.store.table_facts import MeasuredTable
 
 
 @dataclass(frozen=True)
 class TickJudge:
     """One maintenance sensor tick's judgement of a table: launch, wait or drop, and why."""
 
-
-    instance: dg.DagsterInstance
     engine: Engine
     now: datetime
     busy: frozenset[str]
     sizing: SizingPolicy | None
+    measured: dict[str, MeasuredTable] = field(default_factory=dict)
 
-    def hours_since_last_run(self, partition: str, history: TableHistory) -> float | None:
-        """Since the table's last maintenance: its newest tagged run (one that did nothing included) or
-        its last recorded outcome (a batch run's, a manual run's), whichever is newer."""
-        own = maintenance_runs(self.engine.settings.platform, partition)
-        records = self.instance.get_run_records(filters=own, limit=1)
-        moments = [records[0].create_timestamp] if records else []
+    def prefetch(self, partitions: Sequence[str]) -> dict[str, MeasuredTable]:
+        """The facts of `partitions`, read in one query and kept for the tick's judgements."""
+        missing = [p for p in partitions if p not in self.measured]
+        if missing:
+            self.measured.update(self.engine.facts.measured(missing))
+        return {p: self.measured[p] for p in partitions if p in self.measured}
+
+    def hours_since_last_run(self, facts: MeasuredTable, history: TableHistory) -> float | None:
+        """Since the table's last maintenance: its last outcome in its facts (one that did nothing
+        included) or in its history, whichever is newer."""
+        moments = [facts.maintained_at] if facts.maintained_at is not None else []
         moments += [history.last_run_at] if history.last_run_at is not None else []
         return (self.now - max(moments)).total_seconds() / 3600 if moments else None
 
@@ -52,16 +54,16 @@ class TickJudge:
             run_tags: dict[str, str] | None = None,
         ) -> Decision:
             return Decision(partition=partition, verdict=kind, reason=reason, quarantined=quarantined,
-                            health_storage_id=pending.health_storage_id, priority=priority,
+                            health_event=pending.health_event, priority=priority,
                             run_tags=run_tags or {}, urgency=pending.state.launch_urgency)
 
         if partition in self.busy:
             return verdict("wait", "a maintenance run is already queued or running")
-        record = latest_of(self.instance, TABLE_STATUS, partition)
-        status = decode_status(metadata_of(record)) if record is not None else None
-        if status is None:
-            return verdict("drop", "no readable table_status materialization")
-        key = table_key(partition)
+        facts = self.prefetch([partition]).get(partition)
+        status = facts.status if facts is not None else None
+        if facts is None or status is None:
+            return verdict("drop", "no readable table status recorded")
+        key = parse_table_key(partition)
         try:
             policy = self.engine.policy(key, status.properties).policy
         except InvalidPolicyError as error:
@@ -69,7 +71,7 @@ class TickJudge:
         if not policy.enabled:
             return verdict("drop", "disabled by policy (icepack.enabled=false)")
         history = self.engine.history(key, policy)
-        hours = self.hours_since_last_run(partition, history)
+        hours = self.hours_since_last_run(facts, history)
         if hours is not None and hours < policy.cadence_hours:
             return verdict("drop", f"cadence not elapsed: last maintenance {hours:.1f} h ago, "
                                    f"cadence {policy.cadence_hours:g} h")
@@ -99,7 +101,9 @@ def judge_pending(tick: TickJudge, pending: dict[str, PendingTable], candidates:
     judged without using that budget (they are dropped at once)."""
     decisions: list[Decision] = []
     judged = 0
-    for partition in order_candidates(pending):
+    ordered = order_candidates(pending)
+    tick.prefetch(ordered[:candidates])
+    for partition in ordered:
         if judged >= candidates:
             break
         decision = tick.judge(partition, pending[partition])
