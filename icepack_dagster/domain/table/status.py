@@ -35,6 +35,10 @@ class TableStatus(FrozenModel):
     metadata_location: str | None = Field(
         default=None, description="The metadata file measured; same file, same facts (only ages move)"
     )
+    catalog_etag: str | None = Field(
+        default=None, description="The REST catalog's ETag for the metadata measured (a load sent it back "
+        "as If-None-Match is answered 304 while the table is the same); None for other catalogs",
+    )
     location: str
     format_version: int = Field(ge=1, le=3)
     snapshot_id: int | None = Field(description="Current snapshot of main; None for a table with no snapshot")
