@@ -46,9 +46,10 @@ def format_status(name: str, s: TableStatus) -> str:
             ("file sizes", histogram or "-"),
             (
                 "delete files",
-                f"{s.live_delete_files} ({s.live_position_delete_files} position, "
-                f"{s.live_equality_delete_files} equality)",
+                f"{s.live_delete_files} ({s.leftover_position_delete_files} position, "
+                f"{s.live_deletion_vectors} deletion vectors, {s.live_equality_delete_files} equality)",
             ),
+            ("deleted rows", f"{s.deletion_vector_records} by deletion vectors ({s.deleted_row_share:.1%})"),
             ("records", s.total_records),
             ("manifests", f"{s.manifest_count} ({human_bytes(s.manifest_bytes)})"),
             ("partitions", s.partition_count),

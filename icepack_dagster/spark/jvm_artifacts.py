@@ -9,7 +9,8 @@ instead list their own jars in `spark.jars`.
 
 `icepack jars fetch --test-server` also fetches a second, separate group that icepack itself never
 loads: Iceberg's REST catalog test server and its classpath, which the test suite runs as a real REST
-catalog (`scripts/setup` fetches it, so a fresh clone's tests find it).
+catalog, and an older Iceberg runtime (1.8.1) the suite runs a Spark Connect server with to prove the
+runtime gate (`scripts/setup` fetches them, so a fresh clone's tests find them).
 
 The JDBC drivers of the SQL catalogs stay Debian's (`libxerial-sqlite-jdbc-java`,
 `libpostgresql-jdbc-java`), which the image build installs the same way.
@@ -61,17 +62,15 @@ class MavenArtifact(FrozenModel):
 ICEBERG_SPARK_RUNTIME = MavenArtifact(
     group="org.apache.iceberg",
     artifact="iceberg-spark-runtime-3.5_2.12",
-    version="1.10.2",
-    sha256="c562d482dcd16b666e808b755469fbc4b2604284b41622c9d87e2c02b7cc6c5f",
+    version="1.11.0",
+    sha256="94b8e36fc329f0293d44ba9e01b784a56e9501affec1842d898144c51f6e486a",
     purpose="Iceberg's Spark catalog, SQL extensions and procedures (every classic session)",
 )
-# 1.10.2 of the bundle was never published; the bundle holds only the AWS SDK that the runtime's
-# S3FileIO and GlueCatalog load, which 1.10.1's serves the same.
 ICEBERG_AWS_BUNDLE = MavenArtifact(
     group="org.apache.iceberg",
     artifact="iceberg-aws-bundle",
-    version="1.10.1",
-    sha256="86bf20892ea5b4c17688f19b075399885f6aa5303f6b2dc9f491e76ceef9633b",
+    version="1.11.0",
+    sha256="38f01da7e96850cdd05e6616d758b77b43314b712a8808e3f9a824d56976162f",
     purpose="AWS SDK for S3FileIO and the Glue catalog (sessions on s3:// warehouses, Glue, REST)",
 )
 
@@ -88,7 +87,8 @@ ARTIFACTS: tuple[MavenArtifact, ...] = (ICEBERG_SPARK_RUNTIME, ICEBERG_AWS_BUNDL
 # Iceberg's REST catalog test server (`RESTCatalogServer`, the server of the `iceberg-rest-fixture`
 # image) with its runtime classpath as Maven resolves it; the test suite runs it, icepack never does.
 # 1.10.1 is the suite's REST catalog: Iceberg 1.10.2 published iceberg-core but not iceberg-api, so its
-# core cannot be resolved.
+# core cannot be resolved. The server speaks the REST protocol, so a 1.11 Spark runtime talks to it as to
+# any REST catalog.
 _REST_TEST_SERVER_1_10_JARS = """
 com.fasterxml.jackson.core:jackson-annotations:2.19.2
     e516743a316dcf83c572ffc9cb6e8c5e8c134880c8c5155b02f7b34e9c5dc3cf
@@ -281,6 +281,16 @@ REST_TEST_SERVER_CLASSPATHS: dict[str, tuple[MavenArtifact, ...]] = {
 REST_CATALOG_TEST_SERVER: tuple[MavenArtifact, ...] = tuple(
     {a.coordinates: a for jars in REST_TEST_SERVER_CLASSPATHS.values() for a in jars}.values()
 )
+# An Iceberg runtime too old for format v3 tables: the test suite runs a Spark Connect server with it
+# to prove the runtime gate refuses (domain/actions/runtime_requirements.py); icepack never loads it.
+OLD_ICEBERG_SPARK_RUNTIME = MavenArtifact(
+    group="org.apache.iceberg",
+    artifact="iceberg-spark-runtime-3.5_2.12",
+    version="1.8.1",
+    sha256="a42f6e3f89943ddc67d35738f822396970d0c83d5688c7614099a810aeabf9e0",
+    purpose="an Iceberg runtime older than format v3 needs, run by the test suite (not by icepack)",
+)
+TEST_SUITE_JARS: tuple[MavenArtifact, ...] = (*REST_CATALOG_TEST_SERVER, OLD_ICEBERG_SPARK_RUNTIME)
 
 
 def sha256_of(path: Path) -> str:

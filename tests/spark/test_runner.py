@@ -384,6 +384,7 @@ SAMPLE_OPTIONS = {
     "partial-progress.max-commits": "3", "partial-progress.max-failed-commits": "0",
     "rewrite-job-order": "bytes-desc", "delete-file-threshold": "3", "delete-ratio-threshold": "0.3",
     "use-starting-sequence-number": "true", "remove-dangling-deletes": "false", "strategy": "binpack",
+    "max-files-to-rewrite": "100",
     "where": "id >= 0",
     "use_caching": "false", "spec_id": "0", "older_than": "2020-01-01T00:00:00Z", "retain_last": "3",
     "max_concurrent_deletes": "2", "stream_results": "true", "clean_expired_metadata": "false",

@@ -57,8 +57,8 @@ class ActionEstimate:
     """What an action's planner decides before it becomes a `RecommendedAction`: the reason, the
     procedure options, the expected gain and the prediction the outcome is checked against; and what
     it leaves for the actions after it (it applies every delete file; it rewrites data files, so the
-    manifests it leaves are unknown). The SQL that runs it is another thing: `spark/prepared_actions.py`'s
-    `PreparedAction`."""
+    manifests it leaves are unknown; it leaves hot partitions out, and their delete files with them).
+    The SQL that runs it is another thing: `spark/prepared_actions.py`'s `PreparedAction`."""
 
     reason: str
     options: dict[str, str] = field(default_factory=dict)
@@ -66,6 +66,7 @@ class ActionEstimate:
     prediction: RewritePrediction | None = None
     applies_deletes: bool = False
     rewrites_data_files: bool = False
+    leaves_out_hot_partitions: bool = False
 
 
 def whole_table_estimate(
@@ -88,6 +89,7 @@ class PlanningContext:
     conflicts: int = 0
     deletes_applied: bool = False
     data_files_rewritten: bool = False
+    hot_partitions_left_out: bool = False
 
     @property
     def target_file_size_bytes(self) -> int:
@@ -99,6 +101,7 @@ class PlanningContext:
             self,
             deletes_applied=self.deletes_applied or plan.applies_deletes,
             data_files_rewritten=self.data_files_rewritten or plan.rewrites_data_files,
+            hot_partitions_left_out=self.hot_partitions_left_out or plan.leaves_out_hot_partitions,
         )
 
 

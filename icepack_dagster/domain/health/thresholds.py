@@ -28,6 +28,10 @@ class HealthThresholds(FrozenModel):
     delete_file_ratio_warning: float = Field(default=0.1, gt=0, description="Delete files per data file")
     delete_file_ratio_critical: float = Field(default=0.5, gt=0)
     delete_file_min_count: int = Field(default=2, ge=1)
+    deleted_row_share_warning: float = Field(
+        default=0.1, gt=0, le=1, description="Share of rows deletion vectors delete (format v3)"
+    )
+    deleted_row_share_critical: float = Field(default=0.3, gt=0, le=1)
     snapshot_count_warning: int = Field(default=100, ge=1)
     snapshot_count_critical: int = Field(default=1000, ge=1)
     snapshot_age_warning_hours: float = Field(default=7 * 24, gt=0)
@@ -41,6 +45,7 @@ class HealthThresholds(FrozenModel):
             ("small_file_ratio", self.small_file_ratio_warning, self.small_file_ratio_critical),
             ("manifest_count", self.manifest_count_warning, self.manifest_count_critical),
             ("delete_file_ratio", self.delete_file_ratio_warning, self.delete_file_ratio_critical),
+            ("deleted_row_share", self.deleted_row_share_warning, self.deleted_row_share_critical),
             ("snapshot_count", self.snapshot_count_warning, self.snapshot_count_critical),
             ("snapshot_age_hours", self.snapshot_age_warning_hours, self.snapshot_age_critical_hours),
             ("metadata_log", self.metadata_log_warning, self.metadata_log_critical),

@@ -274,6 +274,25 @@ def test_any_status_gets_a_state_equal_to_its_worst_issue(
     assert health.state is worst_state(HealthState(i.severity.value) for i in health.issues)
 
 
+def test_deletion_vectors_are_judged_by_the_rows_they_delete_not_by_their_count() -> None:
+    """One deletion vector per data file is no buildup by itself; the share of rows deleted is. Position
+    delete files a v2 to v3 upgrade left are still counted as files."""
+    few_rows = make_status(
+        format_version=3, live_data_files=40, live_position_delete_files=40, live_deletion_vectors=40,
+        total_records=10_000, deletion_vector_records=40,
+    )
+    assert DELETE_FILE_BUILDUP not in {i.code for i in assess_health(few_rows, DEFAULTS).issues}
+    many_rows = few_rows.model_copy(update={"deletion_vector_records": 4_000})
+    [issue] = [i for i in assess_health(many_rows, DEFAULTS).issues if i.code == DELETE_FILE_BUILDUP]
+    assert (issue.metric, issue.severity, issue.value) == ("deleted_row_share", Severity.CRITICAL, 0.4)
+    assert issue.message.startswith("40 deletion vectors delete 4000 of 10000 rows (40.0%, threshold 30%)")
+    upgraded = make_status(
+        format_version=3, live_data_files=18, live_position_delete_files=18, total_records=360
+    )
+    [left] = [i for i in assess_health(upgraded, DEFAULTS).issues if i.code == DELETE_FILE_BUILDUP]
+    assert left.metric == "delete_file_ratio" and "(18 position, 0 equality)" in left.message
+
+
 def test_a_branch_only_table_is_judged_by_its_branch_snapshots() -> None:
     branch_only = make_status(
         snapshot_id=None, live_data_files=0, live_data_bytes=0, manifest_count=0, snapshot_count=250,
