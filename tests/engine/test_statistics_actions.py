@@ -7,8 +7,9 @@ verified on real Spark and Iceberg, on format v2 and v3 tables, with and without
   each procedure returned for exactly that snapshot, status reports them current, and the next
   recommendation has nothing to gain. No snapshot is added; contents on main, a branch, a tag and every
   snapshot are unchanged.
-- With statistics two commits behind: status counts the commits and the rows they changed; policy at
-  two commits plans both again and they are current afterwards (partition statistics incrementally).
+- With statistics two commits behind: status counts the commits and the rows they changed (a quarter of
+  the table: health warns STALE_STATISTICS); policy at two commits plans both again and they are current
+  afterwards (partition statistics incrementally), the warning gone.
 - A no-op is never a success: compute_partition_stats planned on a state whose statistics someone else
   computed meanwhile returns the file already registered, and the run is `no_effect`.
 - An unpartitioned table never gets compute_partition_stats (Iceberg refuses it); the table statistics
@@ -123,6 +124,8 @@ def test_statistics_behind_main_by_policy_are_computed_again(
     assert status.statistics is not None and status.statistics.table_statistics is not None
     facts = status.statistics.table_statistics
     assert (facts.snapshot_id, facts.commits_behind, facts.rows_changed) == (next(iter(table_files)), 2, 60)
+    [stale] = [i for i in engine.health(status).issues if i.code == STALE_STATISTICS]
+    assert (stale.metric, stale.value) == ("table_statistics_rows_changed_share", 60 / 240)
 
     recommendation = engine.recommend(key, status)
     assert {a.action for a in recommendation.actions} >= set(BOTH)
@@ -134,6 +137,7 @@ def test_statistics_behind_main_by_policy_are_computed_again(
     after = engine.status(key).statistics
     assert after is not None and after.table_statistics is not None and after.partition_statistics is not None
     assert (after.table_statistics.commits_behind, after.partition_statistics.commits_behind) == (0, 0)
+    assert STALE_STATISTICS not in {i.code for i in engine.health(engine.status(key)).issues}
     assert contents_by_version(spark, key) == contents
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from icepack_dagster.domain.actions.definition import ActionDefinition, ActionEstimate, PlanningContext
 from icepack_dagster.domain.actions.maintenance_action import ActionImpact, MaintenanceAction
 from icepack_dagster.domain.actions.planners.statistics import (
+    SWEPT,
     WRITTEN,
     StatisticsKind,
     plan_statistics,
@@ -52,6 +53,7 @@ DEFINITION: ActionDefinition = ActionDefinition(
     options={},
     output_fields=(WRITTEN, None, None),
     read_outcome=read_outcome,
+    sweep_cadence_hours=SWEPT,
     min_runtime=(1, 10, 0),
     verify=verify,
 )

@@ -3,7 +3,7 @@ name in `MaintenanceAction`). The registry lists every action once, in execution
 module provides every piece of what the action is (`ActionDefinition`); no module outside
 `domain/actions/` names a particular action (`MaintenanceAction.<NAME>` or the action's name as a
 string), and an action's module names no action but its own. The checker proves itself on planted
-violations, and adding a sixth action to a copy of the package (a new module, one enum line, one
+violations, and adding one more action to a copy of the package (a new module, one enum line, one
 registry line, nothing else) makes recommendation, options, rendering, guards and the runner's plans
 take it up."""
 

@@ -24,6 +24,10 @@ WRITTEN = "statistics_files_written"
 """The procedure output icepack counts: 1 when the procedure returned a file, else 0."""
 ONE_FILE = RewritePrediction(files_in=1, files_out=1, exact=True)
 """The prediction: one statistics file written and registered (files in and out count that file)."""
+SWEPT = 0.0
+"""Their `sweep_cadence_hours`: health never asks for statistics a policy wants but the table lacks, so
+the maintenance sensor's sweep looks for them on healthy tables too; no cadence beyond the policy's (a
+table whose statistics are current has nothing to gain)."""
 
 
 @dataclass(frozen=True)
