@@ -1,8 +1,8 @@
 """What the two statistics actions share: when policy wants their statistics computed (none for main, or
-more than N commits or M of the rows behind the current snapshot), what they predict (one statistics file,
-registered for the snapshot main is at when the action runs), how the procedure's one output column is
-read, and how the table's metadata after the run verifies it (the file listed for that snapshot, and not
-one that was already there: a no-op is never a success).
+at least N commits or a share M of the rows behind the current snapshot), what they predict (one
+statistics file, registered for the snapshot main is at when the action runs), how the procedure's one
+output column is read, and how the table's metadata after the run verifies it (the file listed for that
+snapshot, and not one that was already there: a no-op is never a success).
 
 Both are off unless a policy sets one of their fields (`icepack.stats.table.*`, `icepack.stats.partition.*`):
 computing table statistics reads every row, and a new action must not start writing into tables whose
