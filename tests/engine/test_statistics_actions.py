@@ -7,8 +7,9 @@ verified on real Spark and Iceberg, on format v2 and v3 tables, with and without
   each procedure returned for exactly that snapshot, status reports them current, and the next
   recommendation has nothing to gain. No snapshot is added; contents on main, a branch, a tag and every
   snapshot are unchanged.
-- With statistics two commits behind: status counts the commits and the rows they changed (a quarter of
-  the table: health warns STALE_STATISTICS); policy at two commits plans both again and they are current
+- With statistics three commits behind (a compaction, then two inserts): status counts the commits and
+  the rows they changed, the compaction's none (a quarter of the table: health warns STALE_STATISTICS);
+  policy at two commits plans both again and they are current
   afterwards (partition statistics incrementally), the warning gone.
 - A no-op is never a success: compute_partition_stats planned on a state whose statistics someone else
   computed meanwhile returns the file already registered, and the run is `no_effect`.
@@ -117,13 +118,16 @@ def test_statistics_behind_main_by_policy_are_computed_again(
     engine.maintain(key, only=BOTH)
     _, table_files, _ = registered(catalogs, key)
     q = qualified_table("lake", key)
+    compact = "options => map('rewrite-all', 'true')"
+    spark.sql(f"CALL lake.system.rewrite_data_files(table => '{namespace}.behind', {compact})")
     insert_days(spark, q, 1000, 30, 3)
     insert_days(spark, q, 2000, 30, 3)
     contents = contents_by_version(spark, key)
     status = engine.status(key)
     assert status.statistics is not None and status.statistics.table_statistics is not None
     facts = status.statistics.table_statistics
-    assert (facts.snapshot_id, facts.commits_behind, facts.rows_changed) == (next(iter(table_files)), 2, 60)
+    # a compaction is a commit, but changes no row; the two inserts change 60 of 240
+    assert (facts.snapshot_id, facts.commits_behind, facts.rows_changed) == (next(iter(table_files)), 3, 60)
     [stale] = [i for i in engine.health(status).issues if i.code == STALE_STATISTICS]
     assert (stale.metric, stale.value) == ("table_statistics_rows_changed_share", 60 / 240)
 
