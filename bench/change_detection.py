@@ -1,13 +1,13 @@
 """Benchmark: a steady re-status per catalog kind, 1% of the tables changed.
 
 The same fleet (registered copies of one small real table, `_tables.fleet`) is registered in three
-catalogs: the embedded SQL catalog, Iceberg's REST catalog test server (the suite's, `tests/catalogs/
-servers.py`) and moto's Glue. Each catalog's tables are measured once; then 1% of them get a real
-PyIceberg append through that catalog, and a new `StatusTracker` seeded with the earlier statuses (as
-a health-sync run process is) re-statuses the fleet. Measured: wall and CPU seconds of that steady
-refresh, and how many tables were loaded (counted on the catalog object). Asserted: no failure, and
-the changed tables, and only they, were read (statuses equal to a full load are the tests' part:
-`tests/catalogs/test_change_detection.py`).
+catalogs: the embedded SQL catalog, Iceberg's REST catalog test server (the suite's,
+`tests/config/catalogs/servers.py`) and moto's Glue. Each catalog's tables are measured once; then 1% of
+them get a real PyIceberg append through that catalog, and a new `StatusTracker` seeded with the earlier
+statuses (as a health-sync run process is) re-statuses the fleet. Measured: wall and CPU seconds of that
+steady refresh, and how many tables were loaded (counted on the catalog object). Asserted: no failure,
+and the changed tables, and only they, were read (statuses equal to a full load are the tests' part:
+`tests/config/catalogs/test_change_detection.py`).
 
     .venv/bin/python bench/change_detection.py [--quick] [--tables N]
 """
@@ -31,7 +31,7 @@ from icepack_dagster.config.settings import IcepackSettings, load_settings  # no
 from icepack_dagster.domain.table.key import TableKey  # noqa: E402
 from icepack_dagster.iceberg.catalogs import CatalogSet  # noqa: E402
 from icepack_dagster.iceberg.status_tracker import StatusTracker  # noqa: E402
-from tests.catalogs.servers import moto_server, rest_catalog_server  # noqa: E402
+from tests.config.catalogs.servers import moto_server, rest_catalog_server  # noqa: E402
 
 KINDS = ("lake", "rest", "glue")
 

@@ -19,6 +19,7 @@ from icepack_dagster.defs.discovery.discovery_sensor import build_discovery_sens
 from icepack_dagster.defs.fleet.fleet_sensor import build_fleet_sensor
 from icepack_dagster.defs.fleet.fleet_summary import fleet_summary
 from icepack_dagster.defs.fleet.job import fleet_summary_job
+from icepack_dagster.defs.health_sync.freshness import with_health_freshness
 from icepack_dagster.defs.health_sync.job import health_sync_job
 from icepack_dagster.defs.health_sync.schedule import build_health_sync_schedule
 from icepack_dagster.defs.health_sync.table_status_and_health import build_table_status_and_health
@@ -31,7 +32,7 @@ from icepack_dagster.defs.maintenance.maintained_table import build_maintained_t
 from icepack_dagster.defs.maintenance.maintenance_recommendation import build_maintenance_recommendation
 from icepack_dagster.defs.maintenance.maintenance_sensor import build_maintenance_sensor
 from icepack_dagster.defs.maintenance.post_maintenance_sensor import build_post_maintenance_sensor
-from icepack_dagster.defs.maintenance.quarantine_release import release_quarantine_job
+from icepack_dagster.defs.maintenance.quarantine_release import release_quarantine_job, rollback_job
 from icepack_dagster.defs.resources import build_resources
 
 
@@ -55,6 +56,7 @@ def deployment_jobs(platform: PlatformSettings) -> list[Any]:
         build_maintenance_batch_job(name),
         fleet_summary_job,
         release_quarantine_job,
+        rollback_job,
         housekeeping_job,
     ]
 
@@ -65,7 +67,12 @@ def build_definitions(settings: IcepackSettings | None = None) -> dg.Definitions
     settings = settings or load_settings()
     platform = settings.platform
     return dg.Definitions(
-        assets=list(dg.map_asset_specs(with_ownership, deployment_assets(platform))),
+        assets=list(
+            dg.map_asset_specs(
+                lambda spec: with_health_freshness(platform, with_ownership(spec)),
+                deployment_assets(platform),
+            )
+        ),
         jobs=deployment_jobs(platform),
         schedules=[build_health_sync_schedule(platform), build_housekeeping_schedule(platform)],
         sensors=[

@@ -1,13 +1,14 @@
-"""The operator's commands: demo tables, quarantine, icepack's own history and state database, and the
-pinned jars Spark loads."""
+"""The operator's commands: demo tables, quarantine, the guarded rollback, icepack's own history and state
+database, and the pinned jars Spark loads."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
-from icepack_dagster.cli.context import CommandContext, emit, json_option, pass_ctx, progress
+from icepack_dagster.cli.context import EXIT_FAILED, CommandContext, emit, json_option, pass_ctx, progress
 from icepack_dagster.config.settings import load_settings
 from icepack_dagster.spark import jvm_artifacts
 from icepack_dagster.store.state_database import redacted_url, upgrade_state_database
@@ -46,8 +47,11 @@ def quarantine_show(ctx: CommandContext, table: str, as_json: bool) -> None:
         as_json,
         lambda: (
             f"{ctx.engine.display_name(key)}: {'QUARANTINED' if history.quarantined else 'active'}, "
-            f"{history.consecutive_failures} consecutive failure(s)"
+            f"{history.consecutive_failures} consecutive failure(s), "
+            f"{history.consecutive_conflicts} conflict(s) with concurrent writers in a row"
+            + (f"\n  paused: a commit broke an invariant: {history.violation}" if history.violation else "")
             + (f"\n  last error: {history.last_error}" if history.last_error else "")
+            + (f"\n  last conflict: {history.last_conflict}" if history.last_conflict else "")
         ),
     )
 
@@ -60,6 +64,22 @@ def quarantine_release(ctx: CommandContext, table: str) -> None:
     key = ctx.engine.resolve(table)
     ctx.engine.release_quarantine(key)
     click.echo(f"{ctx.engine.display_name(key)}: released from quarantine")
+
+
+@click.command()
+@click.argument("table")
+@click.option("--dry-run", is_flag=True, help="Show exactly what it would do; change nothing.")
+@json_option
+@pass_ctx
+def rollback(ctx: CommandContext, table: str, dry_run: bool, as_json: bool) -> None:
+    """Undo TABLE's last maintenance: main goes back to the snapshot it was planned on, only when nothing
+    else has committed since (else it refuses and lists what happened since). Recorded in the history;
+    a paused table stays paused until `icepack quarantine release`."""
+    key = ctx.engine.resolve(table)
+    plan = ctx.engine.rollback(key, dry_run=dry_run)
+    emit(plan.model_dump(mode="json"), as_json, plan.describe)
+    if plan.refused is not None:
+        sys.exit(EXIT_FAILED)
 
 
 @click.group()
@@ -137,4 +157,4 @@ def jars_fetch(into: Path | None, test_server: bool) -> None:
         click.echo(str(path))
 
 
-OPERATOR_COMMANDS = (demo, quarantine, history, state, jars)
+OPERATOR_COMMANDS = (demo, quarantine, rollback, history, state, jars)

@@ -4,7 +4,7 @@ fleet summary and the alert sensor both read. The policy comes from the table's 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import dagster as dg
 
@@ -27,16 +27,24 @@ def table_histories(
     histories in one fleet-wide read of the state database, not a few queries per table."""
     if partitions is None:
         partitions = list(instance.get_dynamic_partitions(engine.settings.platform.partitions_name))
-    statuses = latest_per_partition(instance, TABLE_STATUS, list(partitions))
-    policies: dict[TableKey, Policy] = {}
+    records = latest_per_partition(instance, TABLE_STATUS, list(partitions))
+    statuses = {
+        table_key(p): decode_status(metadata_of(records[p])) if p in records else None for p in partitions
+    }
+    judged = histories_of(engine, statuses)
     for partition in partitions:
-        key = table_key(partition)
-        status = decode_status(metadata_of(statuses[partition])) if partition in statuses else None
-        policies[key] = _policy(engine, key, status)
+        history, threshold = judged[table_key(partition)]
+        yield partition, history, threshold
+
+
+def histories_of(
+    engine: Engine, statuses: Mapping[TableKey, TableStatus | None]
+) -> dict[TableKey, tuple[TableHistory, int]]:
+    """(history, quarantine threshold) of each table, by the policy of the status given (the default
+    policy without one), in one fleet-wide read."""
+    policies = {key: _policy(engine, key, status) for key, status in statuses.items()}
     histories = engine.histories(policies)
-    for partition in partitions:
-        key = table_key(partition)
-        yield partition, histories[key], policies[key].quarantine_after_failures
+    return {key: (histories[key], policies[key].quarantine_after_failures) for key in policies}
 
 
 def _policy(engine: Engine, key: TableKey, status: TableStatus | None) -> Policy:

@@ -1,7 +1,7 @@
 """One maintenance of one table, as the engine runs it: take the table's lease, plan on a fresh status,
-check the listing an action deleting unreferenced files relies on, run the actions on Spark, record the
-outcome. What it needs from the engine is `MaintenanceServices`, a narrow interface the `Engine`
-provides; this module never imports the engine.
+check the listing an action deleting unreferenced files relies on, run the actions on Spark, check what
+each committed (`engine/commit_verification.py`), record the outcome. What it needs from the engine is
+`MaintenanceServices`, a narrow interface the `Engine` provides; this module never imports the engine.
 
 A problem of the table ends in its report, never in an exception, so a loop over many tables
 (`icepack maintain --all`, the Dagster sensor) goes on with the others. Spark starts only when an
@@ -31,6 +31,7 @@ from icepack_dagster.domain.recommendation.model import Recommendation, Recommen
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.domain.table.unreferenced_files import on_object_store
+from icepack_dagster.engine.commit_verification import CommitVerifier
 from icepack_dagster.exceptions import (
     CatalogUnavailableError,
     InvalidPolicyError,
@@ -170,6 +171,7 @@ def _run(
     results: list[ActionResult] = [*refused]
     if chosen:
         runner = MaintenanceRunner(None, key.catalog, sessions=None if dry_run else services.table_sessions)
+        verifier = CommitVerifier(lambda: services.open_table(key), key, chosen)
         results += runner.run(
             key,
             chosen,
@@ -178,6 +180,7 @@ def _run(
             status_before=lambda: services.status(key),
             on_progress=on_progress,
             status_planned_on=status,
+            commit_check=None if dry_run else verifier,
         )
     ordered = sorted([*results, *skipped], key=lambda r: ACTION_ORDER.index(r.action))
     report = MaintenanceReport(

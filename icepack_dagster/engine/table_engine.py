@@ -22,6 +22,7 @@ from icepack_dagster.domain.health.model import TableHealth
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.outcomes.prediction import PredictionAccuracy
+from icepack_dagster.domain.outcomes.rollback import RollbackPlan
 from icepack_dagster.domain.policy.layering import (
     EffectivePolicy,
     Policy,
@@ -179,6 +180,12 @@ class Engine:
         """Drop maintenance history past `history_retention_days` that no decision reads any more."""
         cutoff = (now or utc_now()) - timedelta(days=self.settings.history_retention_days)
         return self.history_store.prune(cutoff)
+
+    def rollback(self, key: TableKey, dry_run: bool = False) -> RollbackPlan:
+        """Undo the table's last maintenance when nothing else committed since (`engine/rollback_run.py`)."""
+        from icepack_dagster.engine.rollback_run import run_rollback
+
+        return run_rollback(self.history_store, self.open_table(key), key, dry_run)
 
     def release_quarantine(self, key: TableKey) -> None:
         self.history_store.release(key.text, utc_now())

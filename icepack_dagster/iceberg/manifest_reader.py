@@ -263,3 +263,14 @@ def live_file_paths(io: FileIO, path: str) -> list[str]:
         for entry in cast(list[dict[str, Any]], fastavro.reader(buffer, reader_schema=reader_schema))
         if entry["status"] != ENTRY_DELETED
     ]
+
+
+def changed_live_files(io: FileIO, parent_list: str, child_list: str) -> tuple[set[str], set[str]]:
+    """The live files of the manifests a snapshot (`child_list`, its manifest list) no longer lists from
+    its parent's (`parent_list`), and of the manifests it lists anew: manifests both list hold the same
+    entries and are not read. Equal sets mean the snapshot kept the table's files."""
+    old = {m.path for m in read_manifest_list(io, parent_list)}
+    new = {m.path for m in read_manifest_list(io, child_list)}
+    replaced = {f for path in old - new for f in live_file_paths(io, path)}
+    written = {f for path in new - old for f in live_file_paths(io, path)}
+    return replaced, written

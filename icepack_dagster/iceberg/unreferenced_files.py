@@ -4,7 +4,8 @@ Referenced means reachable from the table's current metadata the way Iceberg's o
 the metadata file and the previous ones in its log, every snapshot's manifest list, manifests and the
 data and delete files they list as live, and statistics and partition-statistics files. Everything
 else under the location is unreferenced; `domain/table/unreferenced_files.py` splits it by the orphan
-age. Manifest lists and manifests are read with the project's Avro readers (`manifest_reader.py`), the
+age; `missing_referenced_files` is the other way round (what a check after orphan removal reads). Manifest
+lists and manifests are read with the project's Avro readers (`manifest_reader.py`), the
 location is listed with PyArrow.
 """
 
@@ -108,3 +109,22 @@ def orphan_removal_refusals(table: Table, key: TableKey) -> list[str]:
     Reads every manifest and lists the location once, as orphan removal itself will."""
     referenced, listed = _references_and_listing(table, key)
     return orphan_removal_conflicts(key.text, table.location(), referenced, listed)
+
+
+def missing_referenced_files(table: Table) -> tuple[str, ...]:
+    """Files some snapshot, branch or tag references that no longer exist: those under the table's
+    location are looked up in one listing, any elsewhere one by one."""
+    referenced = referenced_locations(table)
+    listed = {_plain(f.location) for f in list_files(table.location(), table.io)}
+    missing = [
+        path for path in referenced
+        if _plain(path) not in listed and not table.io.new_input(path).exists()
+    ]
+    return tuple(sorted(missing))
+
+
+def _plain(location: str) -> str:
+    """A location without its `file:` scheme spelling (`file:/x`, `file:///x` and `/x` are one file)."""
+    if location.startswith("file:"):
+        return "/" + location.removeprefix("file:").lstrip("/")
+    return location

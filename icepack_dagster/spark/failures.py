@@ -107,6 +107,11 @@ def error_class(error: PySparkException) -> str | None:
     return error.getErrorClass() or (match.group(1) if match else None)
 
 
+def is_conflict(error: Exception) -> bool:
+    """Iceberg refused the commit because a concurrent writer committed first: nothing committed."""
+    return failure_hint(error) == CONFLICT
+
+
 def failure_hint(error: Exception) -> str | None:
     """What a failure left behind, for the failures where that matters; None for the rest."""
     chain = " | ".join(java_chain(error)) or str(error)

@@ -2,7 +2,12 @@
 format version as that runtime reads it. Both are asked in SQL, so a classic session and a Spark
 Connect server (where there is no JVM on this side) answer the same way:
 `java_method('org.apache.iceberg.IcebergBuild', 'version')` calls Iceberg's own build information in
-the server's JVM, and `SHOW TBLPROPERTIES ... ('format-version')` is Iceberg's table property."""
+the server's JVM, and `SHOW TBLPROPERTIES ... ('format-version')` is Iceberg's table property.
+
+Neither starts a Spark job: the probe selects from an inline `VALUES` row, which Spark evaluates on the
+driver (a `SELECT` without `FROM` scans a one-row RDD, a job that waits for a free task slot on a busy
+cluster), and `SHOW TBLPROPERTIES` is a command. So asking costs a round trip, never a task, and the
+first job of a table's maintenance is its first action's."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from icepack_dagster.domain.table.key import TableKey
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-RUNTIME_PROBE = "SELECT java_method('org.apache.iceberg.IcebergBuild', 'version') AS version"
+RUNTIME_PROBE = "SELECT java_method('org.apache.iceberg.IcebergBuild', 'version') AS version FROM VALUES (1)"
 
 
 def iceberg_runtime(session: SparkSession) -> str | None:

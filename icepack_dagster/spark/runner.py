@@ -31,13 +31,14 @@ from icepack_dagster.domain.actions.maintenance_action import ActionResult, Acti
 from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.action_outcome import compare
+from icepack_dagster.domain.outcomes.commit_invariants import CommitCheck
 from icepack_dagster.domain.recommendation.model import RecommendedAction
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP, existence_probe
 from icepack_dagster.domain.sql.spark_overrides import resolve_overrides
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import IcepackError, MaintenanceError, TableNotFoundError
-from icepack_dagster.spark.failures import error_class, failure_hint, spark_error_message
+from icepack_dagster.spark.failures import error_class, failure_hint, is_conflict, spark_error_message
 from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, table_format_version
 from icepack_dagster.spark.prepared_actions import (
     PreparedAction,
@@ -56,6 +57,9 @@ if TYPE_CHECKING:
 __all__ = ["MaintenanceRunner", "spark_error_message"]
 
 logger = logging.getLogger(__name__)
+# After these, the table's later actions are skipped: they were planned on the state this one should
+# have produced (a conflict leaves the other writer's state; a violation pauses the table).
+_STOPS_LATER_ACTIONS = ("failed", "conflict", "violated")
 
 
 class MaintenanceRunner:
@@ -89,13 +93,15 @@ class MaintenanceRunner:
         on_progress: ProgressSink | None = None,
         now: datetime | None = None,
         status_planned_on: TableStatus | None = None,
+        commit_check: CommitCheck | None = None,
     ) -> list[ActionResult]:
         """Run `actions` on one table, in the given order; one result per action.
 
         `properties` are the table's properties (overrides and gc.enabled are read from them).
         `status_before` reads the table's status; it is called before each action and again after it
         to fill the impact; `status_planned_on`, the status the actions were planned on (read under the
-        table's lease just before), stands for the first read. A dry run renders the statements and
+        table's lease just before), stands for the first read. `commit_check` checks what each action
+        that ran committed (`domain/outcomes/commit_invariants.py`). A dry run renders the statements and
         returns without touching Spark.
         Raises `TableNotFoundError` when the table does not exist; every other problem is a `failed`
         result naming the table and the action, and the table's later actions are `skipped`."""
@@ -114,7 +120,7 @@ class MaintenanceRunner:
             plans = [runtime_gate(key, plan, runtime, format_version) for plan in plans]
             plans = [refused_by_session(key, session, plan) for plan in plans]
             for plan in plans:
-                results.append(self._one(key, plan, results, session, meter, progress))
+                results.append(self._one(key, plan, results, session, meter, progress, commit_check))
             if any(result.status == "failed" for result in results):
                 self._sessions.discard()
         return results
@@ -127,12 +133,14 @@ class MaintenanceRunner:
         session: SparkSession | None,
         meter: StatusMeter,
         progress: ProgressSink,
+        commit_check: CommitCheck | None = None,
     ) -> ActionResult:
         """One action: skipped after an earlier failure, failed when refused, rendered on a dry run,
-        else executed and measured."""
-        failed = next((r.action for r in earlier if r.status == "failed"), None)
-        if failed is not None:
-            reason = f"{failed} failed earlier in this run on table {key.text}"
+        else executed, measured and its commit checked."""
+        stopped = next((r for r in earlier if r.status in _STOPS_LATER_ACTIONS), None)
+        if stopped is not None:
+            ended = "failed" if stopped.status == "failed" else f"ended in {stopped.status}"
+            reason = f"{stopped.action} {ended} earlier in this run on table {key.text}"
             return self._unrun(plan, "skipped", reason=reason)
         if plan.error is not None:
             progress(plan.error)
@@ -143,6 +151,8 @@ class MaintenanceRunner:
         if session is None:
             return self._unrun(plan, "dry_run")
         before = meter.before()
+        if commit_check is not None:
+            commit_check.before_action()
         started = f"table {key.text}: running {plan.action}"
         with reported_progress(
             session, plan.action.value, started, progress, self._progress_interval
@@ -152,8 +162,11 @@ class MaintenanceRunner:
         if meter.measures:  # a run no status is read around cannot be verified, nor measured
             result = _verified(plan, result, before, after)
         ended = f" ({spark_progress.summary})" if spark_progress.summary else ""
+        result = result.model_copy(update={"impact": measured(result.impact, before, after)})
+        if commit_check is not None:
+            result = commit_check.after_action(result)
         progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s{ended}")
-        return result.model_copy(update={"impact": measured(result.impact, before, after)})
+        return result
 
     def _check_exists(self, key: TableKey, session: SparkSession) -> None:
         """Refuse a table Spark cannot open, before any action."""
@@ -178,6 +191,14 @@ class MaintenanceRunner:
             impact = definition(plan.action).read_outcome(_rows(session, session.sql(call)), plan.options)
         except (PySparkException, Py4JJavaError) as error:
             hint, cause = failure_hint(error), spark_error_message(error)
+            if is_conflict(error):  # the other writer's commit stands; ours is retried at a quieter time
+                return ActionResult(
+                    action=plan.action,
+                    status="conflict",
+                    statements=plan.statements,
+                    duration_seconds=time.monotonic() - started,
+                    reason=f"conflict: {hint}. Cause: {cause}",
+                )
             return ActionResult(
                 action=plan.action,
                 status="failed",

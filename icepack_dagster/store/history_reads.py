@@ -1,10 +1,10 @@
 """Reading maintenance history as decisions need it (`TableHistory`), for one table or for the whole
-fleet at once.
+fleet at once, with the bytes each table's rewrites read in the last day (the circuit breakers').
 
 Both reads hand the same rows to one judge (`_judge`): a table's newest runs up to where its failure
 streak and its last real run are known, its newest success of each action, and its newest prediction
 of each action among its newest `FAILURE_LOOKBACK`. The fleet read fetches those rows for every table
-in three queries (window functions, on SQLite and PostgreSQL alike), however many tables there are, so
+in four queries (window functions, on SQLite and PostgreSQL alike), however many tables there are, so
 a sensor looking at 10,000 tables does not issue 30,000 queries; its results are the per-table ones.
 """
 
@@ -12,17 +12,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, Subquery, case, func, or_, select, true
 from sqlalchemy.engine import Connection
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.recommendation.circuit_breakers import REWRITES, WINDOW_HOURS
 from icepack_dagster.store.history_tables import (
     FAILURE_LOOKBACK,
     RELEASED,
+    ROLLED_BACK,
+    STREAK_OUTCOMES,
     action_predictions,
     action_runs,
     maintenance_runs,
@@ -57,12 +61,39 @@ def table_history(connection: Connection, table: str, quarantine_after_failures:
         .order_by(action_predictions.c.id.desc())
         .limit(FAILURE_LOOKBACK)
     ).all()
-    return _judge(table, runs, succeeded, latest, quarantine_after_failures)
+    rewritten = _rewritten_bytes(connection, [table])
+    return _judge(table, runs, succeeded, latest, quarantine_after_failures, rewritten.get(table, 0))
+
+
+def _rewritten_bytes(connection: Connection, tables: list[str] | None) -> dict[str, int]:
+    """Per table, the bytes its rewrites read in the last `WINDOW_HOURS` and since its last release
+    (what the write-amplification breaker weighs)."""
+    since = utc_now() - timedelta(hours=WINDOW_HOURS)
+    r = maintenance_runs.c
+    released = (
+        select(r.table_key, func.max(r.finished_at).label("at"))
+        .where(r.outcome == RELEASED, _of(r.table_key, tables))
+        .group_by(r.table_key)
+        .subquery("released")
+    )
+    p = action_predictions.c
+    query = (
+        select(p.table_key, func.sum(p.done_bytes_in))
+        .select_from(action_predictions.outerjoin(released, released.c.table_key == p.table_key))
+        .where(
+            p.action.in_([a.value for a in REWRITES]),
+            p.finished_at >= since,
+            or_(released.c.at.is_(None), p.finished_at > released.c.at),
+            _of(p.table_key, tables),
+        )
+        .group_by(p.table_key)
+    )
+    return {row[0]: int(row[1] or 0) for row in connection.execute(query)}
 
 
 def fleet_histories(connection: Connection, quarantine_after: Mapping[str, int]) -> dict[str, TableHistory]:
     """The history of every table in `quarantine_after` (table -> its quarantine threshold), each equal
-    to `table_history` of it, in three queries."""
+    to `table_history` of it, in four queries."""
     named = list(quarantine_after) if len(quarantine_after) <= _NAMED_TABLES_MAX else None
     runs, succeeded, latest = defaultdict(list), defaultdict(list), defaultdict(list)
     for row in connection.execute(_deciding_runs(named)):
@@ -71,8 +102,10 @@ def fleet_histories(connection: Connection, quarantine_after: Mapping[str, int])
         succeeded[row.table_key].append((row.action, row.finished_at))
     for row in connection.execute(_newest_predictions(named)):
         latest[row.table_key].append(row)
+    rewritten = _rewritten_bytes(connection, named)
     return {
-        table: _judge(table, runs.get(table, []), succeeded.get(table, []), latest.get(table, []), threshold)
+        table: _judge(table, runs.get(table, []), succeeded.get(table, []), latest.get(table, []), threshold,
+                      rewritten.get(table, 0))
         for table, threshold in quarantine_after.items()
     }
 
@@ -83,7 +116,7 @@ def _of(column: ColumnElement[Any], tables: list[str] | None) -> ColumnElement[b
 
 def _deciding_runs(tables: list[str] | None) -> Select[Any]:
     """Per table, its newest runs (newest first, at most FAILURE_LOOKBACK) up to and including the first
-    that is not a failure and the first that is not a release: all `_judge` reads of them."""
+    that is not in a failure streak and the first that is not a release: all `_judge` reads of them."""
     c = maintenance_runs.c
     ranked = select(
         c.table_key, c.id, c.finished_at, c.outcome, c.error,
@@ -92,7 +125,8 @@ def _deciding_runs(tables: list[str] | None) -> Select[Any]:
     bounded = (
         select(
             ranked,
-            func.min(_rank_if(ranked, ranked.c.outcome != "failed")).over(partition_by=ranked.c.table_key)
+            func.min(_rank_if(ranked, ranked.c.outcome.not_in(STREAK_OUTCOMES)))
+            .over(partition_by=ranked.c.table_key)
             .label("first_not_failed"),
             func.min(_rank_if(ranked, ranked.c.outcome != RELEASED)).over(partition_by=ranked.c.table_key)
             .label("first_not_released"),
@@ -141,20 +175,29 @@ def _newest_predictions(tables: list[str] | None) -> Select[Any]:
 
 
 def _judge(
-    table: str, runs: _Rows, succeeded: Sequence[Any], latest: _Rows, quarantine_after_failures: int
+    table: str,
+    runs: _Rows,
+    succeeded: Sequence[Any],
+    latest: _Rows,
+    quarantine_after_failures: int,
+    bytes_rewritten: int = 0,
 ) -> TableHistory:
     """A table's history from its newest runs (newest first), its last success per action and its
     newest predictions (newest first)."""
     failures = 0
-    last_error = None
+    last_error = violation = None
     for run in runs:
-        if run.outcome != "failed":
+        if run.outcome not in STREAK_OUTCOMES:
             break
+        if run.outcome in ("conflict", ROLLED_BACK):  # neither counts nor breaks the streak
+            continue
         failures += 1
         last_error = last_error or run.error
+        violation = violation or (run.error if run.outcome == "violated" else None)
+    conflicts = next((i for i, r in enumerate(runs) if r.outcome != "conflict"), len(runs))
     last_run_at = next((aware(r.finished_at) for r in runs if r.outcome != RELEASED), None)
     latest_run = next((r for r in runs if r.outcome != RELEASED), None)
-    quarantined = failures >= quarantine_after_failures
+    quarantined = failures >= quarantine_after_failures or violation is not None
     return TableHistory(
         table=table,
         last_succeeded={MaintenanceAction(a): aware(t) for a, t in succeeded},
@@ -165,6 +208,11 @@ def _judge(
         quarantined_at=aware(runs[0].finished_at) if quarantined and runs else None,
         refused=latest_run.error if latest_run is not None and latest_run.outcome == "refused" else None,
         no_effect_on=_no_effect_on(latest),
+        consecutive_conflicts=conflicts,
+        last_conflict_at=aware(runs[0].finished_at) if conflicts else None,
+        last_conflict=runs[0].error if conflicts else None,
+        violation=violation,
+        bytes_rewritten_24h=bytes_rewritten,
     )
 
 

@@ -20,10 +20,12 @@ from icepack_dagster.domain.actions.maintenance_action import ActionResult
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.outcomes.prediction import PredictionAccuracy
+from icepack_dagster.domain.outcomes.rollback import RollbackPlan
 from icepack_dagster.store.history_reads import fleet_histories, table_history
 from icepack_dagster.store.history_tables import (
     FAILURE_LOOKBACK,
     RELEASED,
+    ROLLED_BACK,
     action_predictions,
     action_runs,
     maintenance_runs,
@@ -71,7 +73,7 @@ class HistoryStore:
                     started_at=report.started_at,
                     finished_at=report.finished_at,
                     outcome=report.outcome,
-                    error=report.first_error or report.refusal,
+                    error=report.first_error or report.refusal or report.conflict,
                     report=report.model_dump_json(),
                 )
             )
@@ -83,7 +85,7 @@ class HistoryStore:
                     "finished_at": report.finished_at,
                 }
                 for r in report.results
-                if r.status in ("succeeded", "no_effect", "failed")
+                if r.status in ("succeeded", "no_effect", "failed", "conflict", "violated")
             ]
             if rows:
                 connection.execute(insert(action_runs), rows)
@@ -104,6 +106,32 @@ class HistoryStore:
                     report=json.dumps({"released_by": "operator"}),
                 )
             )
+
+    def record_rollback(self, plan: RollbackPlan, now: datetime) -> None:
+        """An operator's rollback of the table's last maintenance, with what it undid."""
+        with self._engine.begin() as connection:
+            connection.execute(
+                insert(maintenance_runs).values(
+                    table_key=plan.table, started_at=now, finished_at=now, outcome=ROLLED_BACK,
+                    error=None, report=plan.model_dump_json(),
+                )
+            )
+
+    def last_maintenance(self, table: str) -> MaintenanceReport | None:
+        """The table's newest recorded maintenance that ran actions (what a rollback undoes); None when
+        there is none, or when it was rolled back already."""
+        runs = maintenance_runs.c
+        query = (
+            select(runs.outcome, runs.report)
+            .where(runs.table_key == table, runs.outcome.not_in((RELEASED, "nothing_to_do")))
+            .order_by(runs.id.desc())
+            .limit(1)
+        )
+        with self._engine.connect() as connection:
+            row = connection.execute(query).first()
+        if row is None or row.outcome == ROLLED_BACK or not row.report:
+            return None
+        return MaintenanceReport.model_validate_json(row.report)
 
     def prune(self, older_than: datetime) -> int:
         """Delete history that finished before `older_than`, except what decisions still read: each

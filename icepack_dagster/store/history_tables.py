@@ -15,7 +15,7 @@ maintenance_runs = Table(
     Column("table_key", String(1024), nullable=False, index=True),
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=False),
-    Column("outcome", String(32), nullable=False),  # succeeded | failed | nothing_to_do | released
+    Column("outcome", String(32), nullable=False),  # a report's outcome, or released
     Column("error", Text),
     Column("report", Text),  # the MaintenanceReport as JSON, for audits
 )
@@ -49,4 +49,8 @@ action_predictions = Table(
 )
 
 RELEASED = "released"  # the outcome of an operator's release: failures count from zero again
+ROLLED_BACK = "rolled_back"  # an operator's rollback of the last maintenance (the pause stays)
+# Outcomes a failure streak is counted through: failures and violations count, conflicts and rollbacks
+# are passed over.
+STREAK_OUTCOMES = ("failed", "violated", "conflict", ROLLED_BACK)
 FAILURE_LOOKBACK = 100  # consecutive failures are counted up to this many

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -64,6 +65,21 @@ def test_platform_knobs_reach_definitions(settings: IcepackSettings) -> None:
     sensor = defs.resolve_sensor_def("maintenance_sensor")
     assert sensor.minimum_interval_seconds == 17
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
+
+
+def test_the_health_assets_fail_their_freshness_when_the_sync_stops(settings: IcepackSettings) -> None:
+    """The window is 1.5 x the longest rewrite interval (no table goes longer without a write while the
+    sync runs) plus two of the schedule's tick gaps; the other assets have no freshness policy."""
+    platform = PlatformSettings(
+        health_sync_cron="0 * * * *", health_rewrite_hours=24, attention_rewrite_hours=1
+    )
+    graph = build_definitions(settings_with_platform(settings, platform)).resolve_asset_graph()
+    for name in ("table_status", "table_health"):
+        policy = graph.get(dg.AssetKey(name)).freshness_policy
+        assert isinstance(policy, dg.FreshnessPolicy)
+        assert policy.fail_window.to_timedelta() == timedelta(hours=36 + 2)
+    for name in ("maintenance_recommendation", "maintained_table", "fleet_summary"):
+        assert graph.get(dg.AssetKey(name)).freshness_policy is None
 
 
 def test_platform_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

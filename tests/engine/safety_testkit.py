@@ -245,3 +245,35 @@ class RecordingSpark:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
+
+
+def commit_dropping_a_data_file(spark: SparkSession, key: TableKey, path: str) -> int:
+    """A faulty maintenance commit, made for real: a `replace` (Iceberg's RewriteFiles, through the Java
+    API on the driver, so no Spark job) that removes the live data file `path` and adds nothing, so its
+    rows are gone. Returns the file's record count."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    q = qualified_table(key.catalog, key)
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, q)  # type: ignore[attr-defined]
+    tasks = table.newScan().planFiles().iterator()
+    while tasks.hasNext():
+        data_file = tasks.next().file()
+        if str(data_file.location()) == path:
+            head = table.currentSnapshot().snapshotId()  # validated against the state it commits on
+            table.newRewrite().validateFromSnapshot(head).deleteFile(data_file).commit()
+            return int(data_file.recordCount())
+    raise AssertionError(f"no live data file {path} in {q}")
+
+
+def a_data_file(spark: SparkSession, key: TableKey, where: str = "true") -> str:
+    """The path of one live data file holding rows that match `where` (a Spark job)."""
+    q = qualified_table(key.catalog, key)
+    return str(spark.sql(f"SELECT _file FROM {q} WHERE {where} ORDER BY _file LIMIT 1").first()[0])
+
+
+def expire_snapshot_by_id(spark: SparkSession, key: TableKey, snapshot_id: int) -> None:
+    """Removes one snapshot for real through Iceberg's Java API (`ExpireSnapshots.expireSnapshotId`),
+    whatever retention says: what a faulty expiry would commit."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    q = qualified_table(key.catalog, key)
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, q)  # type: ignore[attr-defined]
+    table.expireSnapshots().expireSnapshotId(snapshot_id).cleanExpiredFiles(False).commit()

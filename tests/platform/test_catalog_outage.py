@@ -24,7 +24,7 @@ from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
-from icepack_dagster.defs.run_tags import maintenance_tags
+from icepack_dagster.defs.run_tags import MAINTENANCE_POOL, maintenance_tags
 from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor
 from icepack_dagster.domain.health.model import HealthState
 from icepack_dagster.iceberg.catalogs import CatalogSet
@@ -72,10 +72,11 @@ def _move_sqlite(db: Path, suffix_from: str, suffix_to: str) -> None:
 
 def _evaluate_inside_maintenance(defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.SensorResult:
     """The maintenance sensor evaluated while another table's maintenance run holds the only slot,
-    so the unhealthy tables are kept pending in the cursor."""
+    so the unhealthy tables are kept pending in the cursor. Like every maintenance run it needs the
+    maintenance pool, which is how the sensor finds runs in flight."""
     seen: list[dg.SensorResult] = []
 
-    @dg.asset
+    @dg.asset(pool=MAINTENANCE_POOL)
     def other_maintenance() -> None:
         seen.append(evaluate_sensor(defs, "maintenance_sensor", instance))
 

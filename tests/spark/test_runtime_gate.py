@@ -4,7 +4,9 @@ runtime and the minimum, and leaves the table untouched.
 
 A real Spark Connect server runs Iceberg 1.8.1 (from Maven Central, pinned in jvm_artifacts and fetched
 by `icepack jars fetch --test-server`), beside the suite's classic session on the pinned runtime: the
-probe tells them apart; on the old server an action on a format v3 table is refused and an option
+probe tells them apart, and neither it nor the format version read starts a Spark job (a maintenance's
+first job is its first action's, and a busy cluster's task slots never delay the gate); on the old
+server an action on a format v3 table is refused and an option
 1.8.1 lacks (`clean_expired_metadata`) is refused, while a compaction of a v2 table runs. Contents are
 unchanged on main, branch and tag.
 """
@@ -12,12 +14,15 @@ unchanged on main, branch and tag.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from icepack_dagster.cli.context import EXIT_CONFLICT, EXIT_REFUSED
+from icepack_dagster.cli.maintain_command import _exit_code
 from icepack_dagster.config.catalogs import jdbc_driver_jars
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
@@ -26,7 +31,7 @@ from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import SparkConnectUnavailableError
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
-from icepack_dagster.spark.iceberg_runtime import iceberg_runtime
+from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, table_format_version
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_SPARK_RUNTIME, OLD_ICEBERG_SPARK_RUNTIME, cached_jar
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session
@@ -72,6 +77,22 @@ def test_the_probe_tells_each_spark_its_iceberg_runtime(spark: SparkSession, old
     assert iceberg_runtime(old_spark) == "1.8.1"
 
 
+def test_asking_the_runtime_and_the_format_version_starts_no_spark_job(
+    spark: SparkSession, namespace: str
+) -> None:
+    key = small_files_table(spark, namespace, "asked", 3)
+    context, group = spark.sparkContext, "runtime-gate-questions"
+
+    def ask() -> tuple[str | None, int | None]:  # in a thread of its own, whose job group dies with it
+        context.setJobGroup(group, "the gate's questions")
+        return iceberg_runtime(spark), table_format_version(spark, "lake", key)
+
+    with ThreadPoolExecutor(1) as pool:
+        answers = pool.submit(ask).result()
+    assert answers == (ICEBERG_SPARK_RUNTIME.version, 3)
+    assert context.statusTracker().getJobIdsForGroup(group) == []
+
+
 def test_an_old_runtime_is_refused_on_a_v3_table_and_for_options_it_lacks(
     spark: SparkSession, old_spark: SparkSession, namespace: str, tmp_path: Path
 ) -> None:
@@ -99,7 +120,9 @@ def test_an_old_runtime_is_refused_on_a_v3_table_and_for_options_it_lacks(
     )
     assert compacted.status == "succeeded", compacted.error  # the old runtime may still compact a v2 table
     report = MaintenanceReport(table=v3.text, started_at=now, finished_at=now, results=(on_v3,))
-    assert report.outcome == "refused"
+    assert report.outcome == "refused" and _exit_code({report.outcome}, False) == EXIT_REFUSED == 9
+    # a refusal needs a person, a conflict only a quieter moment: with both, `maintain --all` says refused
+    assert _exit_code({"refused", "conflict"}, True) == EXIT_REFUSED != EXIT_CONFLICT
     for key, before in contents.items():
         after = contents_by_version(spark, key)
         assert {v: after[v] for v in before} == before

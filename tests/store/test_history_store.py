@@ -1,7 +1,10 @@
 """Contract: maintenance history lives in a real SQL database (SQLite and PostgreSQL). Consecutive
 failures count back to the last success or release; N in a row quarantine the table; an operator's
 release resets the count; last successes per action feed cadence; dry runs and tables found gone are
-not history."""
+not history. A conflict with a concurrent writer neither counts towards quarantine nor breaks a failure
+streak, and conflicts in a row are counted on their own; a commit that broke an invariant (`violated`)
+pauses the table at once, with its evidence, until a release. The fleet read agrees with the per-table
+one."""
 
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ def _report(
         status=status,
         statements=("CALL ...",),
         duration_seconds=1.0,
-        error="boom: rewrite failed" if status == "failed" else None,
+        error={"failed": "boom: rewrite failed", "violated": "replace removed 1 file"}.get(status),
+        reason="conflict: a concurrent commit" if status == "conflict" else None,
     )
     return MaintenanceReport(
         table=table, started_at=at, finished_at=at + timedelta(seconds=1), results=(result,)
@@ -153,3 +157,55 @@ def test_predictions_and_outcomes_are_kept_and_summed_by_action(
     store.record(_judged(table, "succeeded", T0 + timedelta(hours=2), snapshot=3, done=12))
     assert store.history(table, quarantine_after_failures=1).no_effect_on == {}
     assert any(row.action == "rewrite_data_files" for row in store.accuracy())  # the fleet
+
+
+def test_conflicts_never_quarantine_and_are_counted_on_their_own(
+    store: HistoryStore, request: pytest.FixtureRequest
+) -> None:
+    table = f"lake.ns.{request.node.callspec.id}_conflicts"
+    store.record(_report(table, "failed", T0))
+    for i in range(5):
+        store.record(_report(table, "conflict", T0 + timedelta(hours=i + 1)))
+    history = store.history(table, quarantine_after_failures=2)
+    assert (history.consecutive_failures, history.quarantined, history.consecutive_conflicts) == (1, False, 5)
+    assert history.last_conflict == "rewrite_data_files: conflict: a concurrent commit"
+    assert history.last_conflict_at == T0 + timedelta(hours=5, seconds=1)
+    store.record(_report(table, "failed", T0 + timedelta(hours=7)))  # the streak went on through them
+    history = store.history(table, quarantine_after_failures=2)
+    assert (history.consecutive_failures, history.quarantined, history.consecutive_conflicts) == (2, True, 0)
+    assert store.histories({table: 2})[table] == history
+    store.record(_report(table, "succeeded", T0 + timedelta(hours=8)))
+    assert store.history(table, quarantine_after_failures=2).consecutive_failures == 0
+
+
+def test_a_broken_invariant_pauses_the_table_until_released(
+    store: HistoryStore, request: pytest.FixtureRequest
+) -> None:
+    table = f"lake.ns.{request.node.callspec.id}_violated"
+    store.record(_report(table, "succeeded", T0))
+    store.record(_report(table, "violated", T0 + timedelta(hours=1)))
+    history = store.history(table, quarantine_after_failures=3)
+    assert history.quarantined and history.violation == "replace removed 1 file"
+    assert history.last_error == "replace removed 1 file"
+    assert store.histories({table: 3})[table] == history
+    store.release(table, T0 + timedelta(hours=2))
+    released = store.history(table, quarantine_after_failures=3)
+    assert (released.quarantined, released.violation) == (False, None)
+
+
+def test_bytes_rewritten_in_the_last_day_count_from_the_last_release(
+    store: HistoryStore, request: pytest.FixtureRequest
+) -> None:
+    table = f"lake.ns.{request.node.callspec.id}_rewritten"
+    now = datetime.now(UTC)
+    store.record(_judged(table, "succeeded", now - timedelta(hours=30), 1, done=10))  # outside the day
+    store.record(_judged(table, "succeeded", now - timedelta(hours=1), 2, done=20))
+    store.record(_judged(table, "no_effect", now - timedelta(minutes=10), 3, done=30))
+    history = store.history(table, quarantine_after_failures=3)
+    assert history.bytes_rewritten_24h == 5000
+    assert store.histories({table: 3})[table] == history
+    store.release(table, now - timedelta(minutes=5))  # a person lifts the breaker
+    assert store.history(table, quarantine_after_failures=3).bytes_rewritten_24h == 0
+    store.record(_judged(table, "succeeded", now - timedelta(minutes=2), 4, done=5))
+    assert store.history(table, quarantine_after_failures=3).bytes_rewritten_24h == 500
+    assert store.histories({table: 3})[table].bytes_rewritten_24h == 500

@@ -18,6 +18,7 @@ from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, runs_maintaini
 from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.model import HealthState, TableHealth
+from icepack_dagster.domain.recommendation.commit_cadence import KEEPS_CONFLICTING
 from icepack_dagster.domain.reports.fleet import (
     ATTENTION_ROWS,
     FleetSummary,
@@ -74,16 +75,20 @@ def _attention(
 
 def _held(
     engine: Engine, instance: dg.DagsterInstance, partitions: list[str]
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The quarantined tables with their last error, and the tables whose latest maintenance the
-    Spark's Iceberg runtime refused, with why."""
-    quarantined, refused = {}, {}
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """The quarantined tables with their last error; the tables whose maintenance keeps conflicting with
+    concurrent writers with their last conflict (their recommendation says the cadence and what would
+    help); and the tables whose latest maintenance the Spark's Iceberg runtime refused, with why."""
+    quarantined, conflicting, refused = {}, {}, {}
     for partition, history, _ in table_histories(engine, instance, partitions):
         if history.quarantined:
             quarantined[partition] = history.last_error or "unknown error"
+        elif history.consecutive_conflicts >= KEEPS_CONFLICTING:
+            conflicting[partition] = (f"{history.consecutive_conflicts} in a row; last: "
+                                      f"{history.last_conflict or 'no detail recorded'}")
         if history.refused:
             refused[partition] = history.refused
-    return quarantined, refused
+    return quarantined, conflicting, refused
 
 
 def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> tuple[int, int, int]:
@@ -113,7 +118,7 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     partitions = list(instance.get_dynamic_partitions(platform.partitions_name))
     healths = _healths(instance, partitions)
     states = _states(partitions, healths)
-    quarantined, refused = _held(icepack.engine, instance, partitions)
+    quarantined, conflicting, refused = _held(icepack.engine, instance, partitions)
     attention = _attention(instance, states, healths, quarantined, refused)
     previous_record = latest(instance, FLEET_SUMMARY)
     previous = decode_fleet(metadata_of(previous_record)) if previous_record else None
@@ -126,6 +131,7 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         maintenance_queued=_maintenance_runs(instance, platform, _QUEUED),
         maintenance_running=_maintenance_runs(instance, platform, _RUNNING),
         quarantined=quarantined,
+        conflicting=conflicting,
         files_reclaimed_total=files,
         bytes_reclaimed_total=size,
         maintenance_events_seen=seen,

@@ -15,7 +15,12 @@ import dagster as dg
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.health_sync.table_sync import sync_tables
-from icepack_dagster.defs.materialization_codec import HEALTH_CHECK, HEALTH_CHECK_DESCRIPTION
+from icepack_dagster.defs.materialization_codec import (
+    HEALTH_CHECK,
+    HEALTH_CHECK_DESCRIPTION,
+    NEEDS_OPERATOR_CHECK,
+    NEEDS_OPERATOR_CHECK_DESCRIPTION,
+)
 from icepack_dagster.defs.partitions import tables_partitions
 from icepack_dagster.defs.resources import IcepackResource
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run
@@ -43,16 +48,25 @@ def build_table_status_and_health(deployment_name: str) -> dg.AssetsDefinition:
         skippable=True,
         description="Healthy, warning, critical or unknown, with each issue explained; the maintenance "
         "sensor reads it. Unknown (never healthy) when the status could not be measured. Its `healthy` "
-        "check fails for every unhealthy table (WARN for warning, ERROR for critical or unknown).",
+        "check fails for every unhealthy table (WARN for warning, ERROR for critical or unknown); its "
+        "`needs_operator` check fails for the tables a person must act on, saying why.",
     )
-    check_spec = dg.AssetCheckSpec(
-        HEALTH_CHECK, asset=TABLE_HEALTH, partitions_def=tables, description=HEALTH_CHECK_DESCRIPTION
-    )
+    check_specs = [
+        dg.AssetCheckSpec(
+            HEALTH_CHECK, asset=TABLE_HEALTH, partitions_def=tables, description=HEALTH_CHECK_DESCRIPTION
+        ),
+        dg.AssetCheckSpec(
+            NEEDS_OPERATOR_CHECK,
+            asset=TABLE_HEALTH,
+            partitions_def=tables,
+            description=NEEDS_OPERATOR_CHECK_DESCRIPTION,
+        ),
+    ]
 
     @dg.multi_asset(
         name="table_status_and_health",
         specs=[status_spec, health_spec],
-        check_specs=[check_spec],
+        check_specs=check_specs,
         # A range of tables cannot return one check result per table, so the check results are logged
         # events; Dagster treats a check output as optional only when the step can be subset.
         can_subset=True,
@@ -61,7 +75,7 @@ def build_table_status_and_health(deployment_name: str) -> dg.AssetsDefinition:
     )
     def table_status_and_health(context: dg.AssetExecutionContext, icepack: IcepackResource):  # type: ignore[no-untyped-def]
         """Measure and judge the selected tables; write a `table_status` and a `table_health`
-        materialization and a `healthy` check result for each."""
+        materialization and a `healthy` and a `needs_operator` check result for each."""
         claim_run(context, icepack.settings.platform, OBSERVATION)
         sync_tables(context, icepack, context.partition_keys, only_changes=False)
         yield from ()

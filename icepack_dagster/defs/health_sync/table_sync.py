@@ -6,9 +6,10 @@ It reads only tables whose metadata file changed since their last `table_status`
 status with snapshot ages moved to now), judges every table's health, and writes a `table_status` and
 a `table_health` materialization per table: for every table, or (`only_changes`) only for tables whose
 status or health changed or are due a rewrite (see `health_sync_writes`). Each `table_health`
-materialization comes with the result of its partitioned `healthy` check, so the asset's partitions
-and check tab show which tables are unhealthy. A table the sync leaves unwritten keeps its last check
-result, which still judges its latest materialization and is still true: its health did not change.
+materialization comes with the results of its partitioned `healthy` check (which tables are unhealthy)
+and `needs_operator` check (which tables a person must act on, domain/health/needs_operator.py). A
+table the sync leaves unwritten keeps its last check results, which still judge its latest
+materialization and are still true: neither its health nor its need of a person changed.
 """
 
 import time
@@ -23,18 +24,30 @@ from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
 from icepack_dagster.defs.materialization_codec import (
     Metadata,
     decode_health,
+    decode_operator_verdict,
     decode_status,
     health_check_evaluation,
     health_metadata,
+    operator_check_evaluation,
+    operator_verdict_metadata,
     status_failure_metadata,
     status_metadata,
+    verdict_of,
 )
 from icepack_dagster.defs.partitions import table_key
 from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.table_histories import histories_of
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.judging import unknown_health
 from icepack_dagster.domain.health.model import HealthState, TableHealth
+from icepack_dagster.domain.health.needs_operator import (
+    NOT_MEASURED,
+    OperatorFacts,
+    OperatorNeed,
+    operator_need,
+)
 from icepack_dagster.domain.health.sync_writes import LastWrite, RewritePolicy, write_reason
+from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.engine import Engine
@@ -61,6 +74,7 @@ def _last_writes(instance: dg.DagsterInstance, partitions: list[str]) -> dict[st
         partition: LastWrite(
             health=decode_health(metadata_of(record)),
             written_at=datetime.fromtimestamp(record.timestamp, UTC),
+            operator_verdict=decode_operator_verdict(metadata_of(record)),
         )
         for partition, record in records.items()
     }
@@ -112,10 +126,12 @@ def sync_tables(
     last_writes = _last_writes(instance, partitions) if only_changes else {}
     measured = _judge(engine, partitions, keys, refresh.statuses, failures)
     slots = policy.slots({partition: health for partition, (_, health) in measured.items()})
+    needs = _operator_needs(icepack, keys, refresh.statuses, measured)
     pairs: list[tuple[str, Metadata, TableHealth, str]] = []
     for partition, (status_md, health) in measured.items():
         reason = (
-            write_reason(health, partition in read, last_writes.get(partition), now, slots[partition])
+            write_reason(health, partition in read, last_writes.get(partition), now, slots[partition],
+                         verdict_of(needs[partition]))
             if only_changes
             else EVERY_TABLE
         )
@@ -126,8 +142,9 @@ def sync_tables(
     judged = {partition: health for partition, _, health, _ in pairs if partition not in newer}
     for partition, status_md, health, reason in pairs:
         if partition in judged:
-            _log_pair(context, partition, status_md, health_metadata(health), reason)
-    _log_checks(context, judged)
+            health_md = health_metadata(health) | operator_verdict_metadata(needs[partition])
+            _log_pair(context, partition, status_md, health_md, reason)
+    _log_checks(context, judged, needs)
     written = Counter(health.state for health in judged.values())
     total = sum(written.values())
     states = ", ".join(f"{written[state]} {state.value}" for state in HealthState if written[state])
@@ -138,17 +155,42 @@ def sync_tables(
     )
 
 
+def _operator_needs(
+    icepack: IcepackResource,
+    keys: dict[str, TableKey],
+    statuses: Mapping[str, object],
+    measured: dict[str, tuple[Metadata, TableHealth]],
+) -> dict[str, OperatorNeed | None]:
+    """Whether each table needs a person (domain/health/needs_operator.py), from its health just judged
+    and its maintenance history (one fleet-wide read of the state database)."""
+    measured_statuses = {key: statuses.get(key.text) for key in keys.values()}
+    histories = histories_of(
+        icepack.engine, {k: s if isinstance(s, TableStatus) else None for k, s in measured_statuses.items()}
+    )
+    failing_after = icepack.settings.platform.alert_failing_after
+    needs: dict[str, OperatorNeed | None] = {}
+    for partition, (_, health) in measured.items():
+        key = keys.get(partition)
+        history = histories[key][0] if key is not None else TableHistory.empty(partition)
+        facts = OperatorFacts(health=health, history=history, failing_after=failing_after)
+        needs[partition] = operator_need(facts)
+    return needs
+
+
 def _log_checks(
-    context: dg.OpExecutionContext | dg.AssetExecutionContext, judged: dict[str, TableHealth]
+    context: dg.OpExecutionContext | dg.AssetExecutionContext,
+    judged: dict[str, TableHealth],
+    needs: Mapping[str, OperatorNeed | None],
 ) -> None:
-    """The `healthy` check of each table just written, judging that `table_health` materialization
-    (stored when it was logged, so one read finds them all)."""
+    """The `healthy` and `needs_operator` checks of each table just written, judging that
+    `table_health` materialization (stored when it was logged, so one read finds them all)."""
     materializations = latest_per_partition(context.instance, TABLE_HEALTH, list(judged))
     for partition, health in judged.items():
         if partition in materializations:
-            evaluation = health_check_evaluation(partition, health, materializations[partition])
+            materialization = materializations[partition]
             # log_event stores an AssetCheckEvaluation like any event; its type annotation omits it.
-            context.log_event(evaluation)  # type: ignore[arg-type]
+            context.log_event(health_check_evaluation(partition, health, materialization))  # type: ignore[arg-type]
+            context.log_event(operator_check_evaluation(partition, needs[partition], materialization))  # type: ignore[arg-type]
 
 
 def _judge(
@@ -164,7 +206,7 @@ def _judge(
         key = keys.get(partition)
         status = statuses.get(key.text) if key is not None else None
         if status is None:
-            error = failures.get(partition, "no status was measured")
+            error = failures.get(partition, NOT_MEASURED)
             judged[partition] = status_failure_metadata(error), unknown_health(partition, error)
         else:
             assert isinstance(status, TableStatus)

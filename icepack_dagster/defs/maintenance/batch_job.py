@@ -27,12 +27,13 @@ from icepack_dagster.defs.run_tags import (
     KIND_TAG,
     MAINTENANCE,
     MAX_RETRIES_TAG,
+    PRIORITY_TAG,
     RETRY_ON_FAILURE_TAG,
     batch_tags,
     deployment_tags,
 )
 from icepack_dagster.domain.decisions.maintenance_batches import PlannedRun, is_small, plan_runs
-from icepack_dagster.domain.decisions.maintenance_selection import Decision
+from icepack_dagster.domain.decisions.maintenance_selection import Decision, run_priority
 
 BATCH_TABLES_TAG = "icepack/batch_tables"
 BATCH_JOB = "maintenance_batch"
@@ -96,6 +97,7 @@ def batch_run_request(run: PlannedRun) -> dg.RunRequest:
         BATCH_TABLES_TAG: json.dumps(tables),
         **batch_tags(tables),
         **run.decisions[0].run_tags,  # the smallest tier's sizing, when run sizing is on
+        PRIORITY_TAG: str(run_priority(run.decisions)),
     }
     return dg.RunRequest(
         run_key=f"maintain-batch:{tables[0]}:{digest}",

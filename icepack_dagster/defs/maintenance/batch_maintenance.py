@@ -42,8 +42,10 @@ from icepack_dagster.domain.recommendation.model import Recommendation
 from icepack_dagster.engine import Engine, JudgedMaintenance
 from icepack_dagster.exceptions import IcepackError
 
-_CHANGED = ("succeeded", "no_effect", "failed")  # outcomes after which the table is measured again
-_UNRUN = ("failed", "deferred", "table_gone", "refused")  # outcomes whose check fails with the reason
+# outcomes after which the table is measured again
+_CHANGED = ("succeeded", "no_effect", "failed", "conflict", "violated")
+# outcomes whose check fails with the reason
+_UNRUN = ("failed", "violated", "deferred", "table_gone", "refused")
 NOT_A_PARTITION = "not a partition"
 
 Outcome = tuple[str, str | None]  # the table's outcome, and why when nothing (or a failure) ran
@@ -98,15 +100,17 @@ def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str)
         judged = JudgedMaintenance(report, engine.history(key))
     report, outcome = judged.report, judged.outcome
     metadata = maintenance_metadata(report, judged.history)
-    if outcome == "failed":
-        context.log.warning(f"{partition}: maintenance failed: {report.first_error}")
+    if outcome in ("failed", "violated"):
+        context.log.warning(f"{partition}: maintenance {outcome}: {report.first_error}")
         metadata["error"] = dg.MetadataValue.text(report.first_error or "failed")
         context.log_event(dg.AssetObservation(asset_key=MAINTAINED_TABLE, partition=partition,
                                               metadata=metadata))
-        return outcome, f"maintenance failed: {report.first_error or 'failed'}"
+        return outcome, f"maintenance {outcome}: {report.first_error or outcome}"
     reason = None
     if judged.unrun is not None:  # deferred, or gone
         reason = judged.unrun[1]
+    elif outcome == "conflict":
+        reason = report.conflict
     elif outcome == "refused":  # the Spark's Iceberg runtime cannot do it: a person must act
         reason = next((r.reason for r in report.results if r.status == "refused" and r.reason), outcome)
     if reason is not None:

@@ -108,9 +108,10 @@ def maintained_table(
         "health_after_rank": dg.MetadataValue.int(health_after.state.plot_value),
         "recommendation": dg.MetadataValue.asset(MAINTENANCE_RECOMMENDATION),
     }
-    if report.outcome == "failed":
+    if report.outcome in ("failed", "violated"):
+        ended = "failed" if report.outcome == "failed" else "broke an invariant and paused the table"
         raise dg.Failure(
-            description=f"maintenance of {key.text} failed: {report.first_error}",
+            description=f"maintenance of {key.text} {ended}: {report.first_error}",
             metadata=metadata,
             allow_retries=False,
         )
@@ -127,6 +128,9 @@ def why_nothing_changed(report: MaintenanceReport, config: MaintenanceConfig) ->
                 "is in `sql`; nothing was changed")
     if report.outcome == "refused":  # a person must give the table a Spark whose runtime can do it
         return "; ".join(r.reason or "" for r in report.results if r.status == "refused")
+    if report.outcome == "conflict":
+        return (f"{report.conflict}; not a failure: the next attempt waits for a quieter moment "
+                "(see the recommendation)")
     if report.outcome != "nothing_to_do":
         return None
     reasons = [f"{r.action}: {r.reason}" for r in report.results if r.reason]

@@ -33,7 +33,7 @@ from icepack_dagster.defs.maintenance.tick_judge import TickJudge, judge_pending
 from icepack_dagster.defs.maintenance_pool import pool_limit_problem
 from icepack_dagster.defs.materialization_codec import decode_health
 from icepack_dagster.defs.resources import IcepackResource
-from icepack_dagster.defs.run_tags import maintenance_tags, runs_maintaining, table_of_run
+from icepack_dagster.defs.run_tags import PRIORITY_TAG, maintenance_tags, runs_maintaining, table_of_run
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.decisions.maintenance_batches import PlannedRun
 from icepack_dagster.domain.decisions.maintenance_selection import (
@@ -43,6 +43,7 @@ from icepack_dagster.domain.decisions.maintenance_selection import (
     health_score,
     needs_attention,
     order_candidates,
+    run_priority,
     sweep_page,
 )
 from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor, PendingTable, decode_cursor
@@ -134,7 +135,11 @@ def _run_request(decision: Decision) -> dg.RunRequest:
         run_key=run_key(decision.partition, decision.health_storage_id),
         job_name=MAINTENANCE_JOB,
         partition_key=decision.partition,
-        tags={**maintenance_tags(decision.partition, decision.health_storage_id), **decision.run_tags},
+        tags={
+            **maintenance_tags(decision.partition, decision.health_storage_id),
+            **decision.run_tags,
+            PRIORITY_TAG: str(run_priority([decision])),
+        },
     )
 
 

@@ -1,4 +1,6 @@
-"""The `release_quarantine_job`: an operator lets automatic maintenance resume for one table."""
+"""The operator's jobs on a table whose maintenance stopped: `release_quarantine_job` lets automatic
+maintenance resume for one table; `rollback_job` undoes its last maintenance, guarded as `icepack
+rollback` is (only when nothing else committed since), or with `dry_run` only says what it would do."""
 
 import dagster as dg
 from pydantic import Field
@@ -30,3 +32,26 @@ def release_quarantine(
 @dg.job(tags={KIND_TAG: "operator"}, description="Release one table from quarantine (config: table).")
 def release_quarantine_job() -> None:
     release_quarantine()
+
+
+class RollbackConfig(dg.Config):
+    table: str = Field(min_length=1, description="The table to roll back: ns.table or catalog.ns.table")
+    dry_run: bool = Field(default=False, description="Only say what the rollback would do")
+
+
+@dg.op
+def rollback_table(context: dg.OpExecutionContext, config: RollbackConfig, icepack: IcepackResource) -> None:
+    """Restores the snapshot the table's last maintenance was planned on, or fails saying what else was
+    committed since; recorded in the maintenance history."""
+    engine = icepack.engine
+    plan = engine.rollback(engine.resolve(config.table), dry_run=config.dry_run)
+    if plan.refused is not None:
+        raise dg.Failure(description=plan.describe(), allow_retries=False)
+    context.log.info(plan.describe())
+
+
+@dg.job(
+    tags={KIND_TAG: "operator"}, description="Undo one table's last maintenance (config: table, dry_run)."
+)
+def rollback_job() -> None:
+    rollback_table()

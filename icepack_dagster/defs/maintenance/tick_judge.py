@@ -53,7 +53,7 @@ class TickJudge:
         ) -> Decision:
             return Decision(partition=partition, verdict=kind, reason=reason, quarantined=quarantined,
                             health_storage_id=pending.health_storage_id, priority=priority,
-                            run_tags=run_tags or {})
+                            run_tags=run_tags or {}, urgency=pending.state.launch_urgency)
 
         if partition in self.busy:
             return verdict("wait", "a maintenance run is already queued or running")

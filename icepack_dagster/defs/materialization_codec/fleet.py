@@ -1,14 +1,16 @@
 """`fleet_summary` metadata: counts by health state to plot, the tables that need attention as a table
 a person sorts (sizes readable and as numbers), prediction accuracy, and the fleet record the next
-summary continues from."""
+summary continues from; each listed table links to its partition page in the UI."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import dagster as dg
 
+from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.materialization_codec.records import (
     FLEET_JSON,
     SUMMARY,
@@ -24,15 +26,39 @@ from icepack_dagster.domain.outcomes.prediction import PredictionAccuracy
 from icepack_dagster.domain.reports.fleet import FleetSummary, TableAttention, fleet_markdown
 
 NEEDS_ATTENTION = "needs_attention"
+ATTENTION_PAGES = "needs_attention_pages"
 _ATTENTION_COLUMNS = [
     ("table", "string"), ("state", "string"), ("issues", "string"), ("size", "string"),
     ("data_bytes", "int"), ("quarantined", "bool"), ("last_error", "string"), ("refused", "string"),
+    ("page", "string"),
 ]
 _ACCURACY_COLUMNS = [
     ("action", "string"), ("runs", "int"), ("no_effect_runs", "int"), ("planned_files_in", "int"),
     ("done_files_in", "int"), ("planned_files_out", "int"), ("done_files_out", "int"),
     ("planned_bytes_in", "int"), ("done_bytes_in", "int"),
 ]
+
+
+def partition_page(partition: str) -> str:
+    """The Dagster UI's page of one table's `table_health` partition (its checks, its materializations),
+    as a link relative to the UI's root: the form the UI's own links take (`assetDetailsPathForKey` with
+    `view=partitions&partition=`, in dagster-webserver's ui-core). Behind a `--path-prefix`, prepend it."""
+    path = "/".join(quote(part, safe="") for part in TABLE_HEALTH.path)
+    return f"/assets/{path}?view=partitions&partition={quote(partition, safe='')}"
+
+
+def attention_pages_markdown(summary: FleetSummary) -> str:
+    """Each table the summary lists, most urgent first, linked to its partition page."""
+    if not summary.attention:
+        return "No table needs attention."
+    lines = [
+        f"- [{row.table}]({partition_page(row.table)}): {row.state.value}"
+        + (", quarantined" if row.quarantined else "")
+        + (", refused by its Spark's Iceberg runtime" if row.refused else "")
+        + (f" ({', '.join(row.issues)})" if row.issues else "")
+        for row in summary.attention
+    ]
+    return "\n".join(lines)
 
 
 def _attention_row(row: TableAttention) -> dict[str, Any]:
@@ -46,6 +72,7 @@ def _attention_row(row: TableAttention) -> dict[str, Any]:
         "quarantined": row.quarantined,
         "last_error": row.last_error or "",
         "refused": row.refused or "",
+        "page": partition_page(row.table),
     }
 
 
@@ -58,12 +85,17 @@ def fleet_metadata(
     return {
         SUMMARY: dg.MetadataValue.md(fleet_markdown(summary)),
         NEEDS_ATTENTION: table(_ATTENTION_COLUMNS, [_attention_row(row) for row in summary.attention]),
+        ATTENTION_PAGES: dg.MetadataValue.md(attention_pages_markdown(summary)),
         "tables": dg.MetadataValue.int(summary.tables),
         **{f"tables_{s.value}": dg.MetadataValue.int(summary.count(s)) for s in HealthState},
         "maintenance_queued": dg.MetadataValue.int(summary.maintenance_queued),
         "maintenance_running": dg.MetadataValue.int(summary.maintenance_running),
         "quarantined_tables": dg.MetadataValue.int(len(summary.quarantined)),
         "quarantined": table([("table", "string"), ("last_error", "string")], quarantined),
+        "conflicting": table(
+            [("table", "string"), ("conflicts", "string")],
+            [{"table": p, "conflicts": c} for p, c in sorted(summary.conflicting.items())],
+        ),
         "files_reclaimed_total": dg.MetadataValue.int(summary.files_reclaimed_total),
         **byte_count("bytes_reclaimed_total", summary.bytes_reclaimed_total),
         "prometheus_file": dg.MetadataValue.path(metrics_path),

@@ -27,7 +27,10 @@ def history_metadata(history: TableHistory) -> Metadata:
     metadata: Metadata = {
         "quarantined": dg.MetadataValue.bool(history.quarantined),
         "consecutive_failures": dg.MetadataValue.int(history.consecutive_failures),
+        "consecutive_conflicts": dg.MetadataValue.int(history.consecutive_conflicts),
     }
+    if history.violation:
+        metadata["invariant_violation"] = dg.MetadataValue.text(history.violation)
     if history.last_error:
         metadata["last_error"] = dg.MetadataValue.text(history.last_error)
     return metadata
@@ -35,10 +38,18 @@ def history_metadata(history: TableHistory) -> Metadata:
 
 def recommendation_markdown(recommendation: Recommendation, history: TableHistory) -> str:
     lines = []
-    if history.quarantined:
+    if history.violation:
+        lines += ["**paused: a maintenance commit broke an invariant**; evidence:", "",
+                  f"`{history.violation}`", "",
+                  "Restore with `icepack rollback TABLE` when safe, then release with "
+                  "`icepack quarantine release TABLE` or the `release_quarantine` job.", ""]
+    elif history.quarantined:
         lines += [f"**quarantined** after {history.consecutive_failures} consecutive failures; last error:",
                   "", f"`{history.last_error}`", "",
                   "Release with `icepack quarantine release TABLE` or the `release_quarantine` job.", ""]
+    if history.consecutive_conflicts:
+        lines += [f"**{history.consecutive_conflicts} maintenance(s) in a row conflicted** with a concurrent "
+                  "writer (not failures; see the left-out reasons for the table's commit cadence).", ""]
     if recommendation.actions:
         lines.append(f"**{len(recommendation.actions)} action(s)**, priority {recommendation.priority:.3g}, "
                      f"about {format_bytes(recommendation.estimated_bytes_to_rewrite)} to rewrite:")

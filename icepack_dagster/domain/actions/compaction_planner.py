@@ -9,6 +9,7 @@ It follows `BinPackRewriteFilePlanner` and `SizeBasedFileRewritePlanner` of Iceb
   more than one file and more bytes than the target, or more bytes than max-file-size-bytes, or a file
   with too many deletes;
 - a rewritten group writes `expected_output_files(bytes)` files (Iceberg's own rounding).
+- `max-files-to-rewrite` takes groups until a budget is spent (`within_budget`: which, it cannot tell).
 Groups larger than max-file-group-size-bytes (100 GiB) are split by Iceberg; this counts their bytes
 as one group. Which data files deletes apply to is not in the summaries, so a group with delete files
 is counted with one data file per delete file besides its small and large ones; and a group of earlier
@@ -19,7 +20,7 @@ which the summaries cannot tell (its `files_out` is the least). Either makes the
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import ceil
 from typing import Any
 
@@ -72,6 +73,7 @@ class RewriteSizes:
 @dataclass
 class _Group:
     label: str
+    keys: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list)
     earlier_specs: bool = False
     files: int = 0
     small: int = 0
@@ -125,6 +127,7 @@ def _groups(layout: PartitionLayout, candidates: Iterable[PartitionCandidates]) 
             partition_label(layout, layout.current_spec_id, values) if values != empty or not current else ""
         )
         group = groups.setdefault(values, _Group(label or OTHER_SPECS))
+        group.keys.append((found.spec_id, found.values))
         group.earlier_specs = group.earlier_specs or found.spec_id != layout.current_spec_id
         group.files += found.small_files + found.large_files
         group.small += found.small_files
@@ -204,6 +207,33 @@ def lone_small_files(layout: PartitionLayout) -> int:
     return sum(1 for g in groups if g.files == 1 and g.small == 1 and not g.deletes)
 
 
+def settled_partitions(
+    layout: PartitionLayout, sizes: RewriteSizes, leave_out: frozenset[tuple[int, tuple[Any, ...]]]
+) -> tuple[frozenset[tuple[int, tuple[Any, ...]]], list[str], list[str]]:
+    """Current-spec partitions whose candidates are all small, with no deletes (deletion vectors
+    included: a rewrite applies them, and one above the delete ratio must stay in reach), that a rewrite
+    would write back as just as many files (Iceberg spreads a remainder evenly, so two 280 MiB files,
+    560 MiB over a 512 MiB target, come out as two 280 MiB files again): their keys, labels and the
+    predicates a `where` needs to leave them out (empty when one cannot be expressed). Rewriting them
+    changes nothing but the snapshot, so compaction leaves them out, or it would ask for them forever."""
+    fields = layout.spec(layout.current_spec_id).fields
+    if not fields:
+        return frozenset(), [], []
+    kept = [c for c in layout.candidates if (c.spec_id, c.values) not in leave_out]
+    settled = [
+        g
+        for g in _groups(layout, kept)
+        if g.files > 1 and g.small == g.files and not (g.deletes or g.vectors) and not g.earlier_specs
+        and expected_output_files(g.bytes, sizes) >= g.files
+    ]
+    keys = frozenset(key for g in settled for key in g.keys)
+    labels = sorted(g.label for g in settled)
+    predicates = [partition_predicate(fields, values) for _, values in keys]
+    if any(p is None for p in predicates):
+        return frozenset(), [], []
+    return keys, labels, sorted(p for p in predicates if p is not None)
+
+
 def hot_partitions(
     layout: PartitionLayout, since_ms: int
 ) -> tuple[frozenset[tuple[int, tuple[Any, ...]]], list[str], list[str]]:
@@ -229,3 +259,17 @@ def hot_partitions(
 
 def hot_filter(predicates: list[str]) -> str | None:
     return excluding(predicates) if predicates else None
+
+
+def within_budget(prediction: RewritePrediction, budget: int) -> RewritePrediction:
+    """Iceberg's max-files-to-rewrite: groups are taken until the budget is spent, the last one cut to
+    what is left, in the order of its partition map (not predictable here): files in are the budget
+    exactly, which groups and the files out are not known."""
+    share = budget / prediction.files_in
+    return RewritePrediction(
+        files_in=budget,
+        bytes_in=int(prediction.bytes_in * share),
+        files_out=max(1, round(prediction.files_out * share)),
+        exact=False,
+        excluded_hot_partitions=prediction.excluded_hot_partitions,
+    )

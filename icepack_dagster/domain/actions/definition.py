@@ -19,6 +19,7 @@ from typing import Literal
 from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import ActionImpact, MaintenanceAction
 from icepack_dagster.domain.actions.option_values import Validator
+from icepack_dagster.domain.outcomes.commit_invariants import CommitRules
 from icepack_dagster.domain.policy.model import Policy
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
@@ -155,6 +156,10 @@ class ActionDefinition:
     - `min_runtime`: the oldest Iceberg runtime that has the procedure (None: any icepack runs on).
     - `verify`: what the table's metadata after a run must show; a run it does not verify is
       `no_effect`, never a success (`spark/runner.py`).
+    - `commit_rules`: what its commits may change, checked after it ran
+      (`engine/commit_verification.py`, `domain/outcomes/commit_invariants.py`).
+    - `counts_rewritten_bytes`: its rewritten bytes count towards the write-amplification breaker
+      (`recommendation/circuit_breakers.py`).
     """
 
     action: MaintenanceAction
@@ -174,3 +179,5 @@ class ActionDefinition:
     expires_snapshots: bool = False
     min_runtime: IcebergVersion | None = None
     verify: Verifier | None = None
+    commit_rules: CommitRules | None = None
+    counts_rewritten_bytes: bool = False

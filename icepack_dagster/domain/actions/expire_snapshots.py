@@ -28,6 +28,7 @@ from icepack_dagster.domain.actions.option_values import (
     timestamp,
 )
 from icepack_dagster.domain.health.judging import format_hours
+from icepack_dagster.domain.outcomes.commit_invariants import EXPIRY_RULES
 from icepack_dagster.domain.policy.model import Policy
 from icepack_dagster.domain.table.iceberg_properties import (
     MAX_REF_AGE_MS,
@@ -179,4 +180,5 @@ DEFINITION: ActionDefinition = ActionDefinition(
     guard=guard,
     output_fields=("deleted_manifest_lists_count", None, None),
     expires_snapshots=True,
+    commit_rules=EXPIRY_RULES,
 )

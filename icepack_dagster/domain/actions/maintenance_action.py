@@ -34,9 +34,15 @@ ACTION_ORDER: tuple[MaintenanceAction, ...] = tuple(MaintenanceAction)
 # failure: never counts towards quarantine, and is not recommended again until the table changes).
 # deferred: not run because the catalog or storage kept failing transiently, or another maintenance
 # holds the table; retried later, never a failure.
+# conflict: a concurrent writer's commit made Iceberg refuse this action's commit; nothing committed,
+# never a failure (`domain/recommendation/commit_cadence.py` decides when to try again).
+# violated: the action committed, and its commit changed what the action may not change
+# (`domain/outcomes/commit_invariants.py`); the table is paused until a person releases it.
 # refused: the Spark's Iceberg runtime cannot run it safely on this table (not a failure of the table:
 # a person must give it another Spark); it never ran.
-ActionStatus = Literal["succeeded", "no_effect", "failed", "skipped", "dry_run", "deferred", "refused"]
+ActionStatus = Literal[
+    "succeeded", "no_effect", "failed", "skipped", "dry_run", "deferred", "conflict", "violated", "refused"
+]
 
 
 class ActionImpact(FrozenModel):

@@ -26,6 +26,7 @@ from icepack_dagster.domain.actions.option_values import (
     timestamp,
 )
 from icepack_dagster.domain.health.judging import format_hours
+from icepack_dagster.domain.outcomes.commit_invariants import ORPHAN_RULES
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import InvalidProcedureOptionError, UnsafeMaintenanceError
 
@@ -111,4 +112,5 @@ DEFINITION: ActionDefinition = ActionDefinition(
     refused_session_settings=REFUSED_SESSION_SETTINGS,
     deletes_unreferenced_files=True,
     object_store_options={"prefix_listing": "true"},
+    commit_rules=ORPHAN_RULES,
 )

@@ -17,7 +17,7 @@ by `compaction_planner`; without a layout, whole-table estimates) and how its ou
   delete the policy's share of rows (`delete-ratio-threshold`): a vector deleting a row or two is
   cheaper to keep than its data file is to rewrite.
 - `max-files-to-rewrite` (the policy's per-run budget) bounds one run's work; files in are then the
-  budget and the prediction inexact (`within_budget`).
+  budget and the prediction inexact (`compaction_planner.within_budget`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from icepack_dagster.domain.actions.compaction_planner import (
     hot_partitions,
     lone_small_files,
     predict_rewrite,
+    settled_partitions,
     smallest_mergeable_group,
+    within_budget,
 )
 from icepack_dagster.domain.actions.definition import (
     ActionDefinition,
@@ -45,6 +47,7 @@ from icepack_dagster.domain.actions.definition import (
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.actions.option_values import REWRITE_OPTIONS, boolean, int_between, one_of, ratio
 from icepack_dagster.domain.health.judging import FINE_PARTITIONING, SMALL_FILES, format_bytes
+from icepack_dagster.domain.outcomes.commit_invariants import rewrite_rules
 from icepack_dagster.domain.policy.model import Policy
 from icepack_dagster.domain.table.partition_layout import PartitionLayout
 from icepack_dagster.domain.table.status import TableStatus
@@ -111,7 +114,12 @@ def _listed(labels: list[str]) -> str:
     return shown + (f" and {len(labels) - MAX_LISTED} more" if len(labels) > MAX_LISTED else "")
 
 
-def _nothing_to_merge(status: TableStatus, layout: PartitionLayout) -> str:
+def _nothing_to_merge(status: TableStatus, layout: PartitionLayout, settled: list[str]) -> str:
+    if settled:
+        return (
+            f"the small files of {_listed(settled)} would be written back as just as many files: a "
+            "rewrite cannot make them fewer"
+        )
     lone = lone_small_files(layout)
     if lone:
         return (
@@ -137,7 +145,7 @@ def choose_compaction(
     ratio = policy.delete_ratio_threshold if status.live_deletion_vectors and not apply_deletes else None
     small_files_issue = SMALL_FILES in issues
     if FINE_PARTITIONING in issues and not small_files_issue and not apply_deletes and ratio is None:
-        return _nothing_to_merge(status, layout)
+        return _nothing_to_merge(status, layout, [])
     if not small_files_issue and not apply_deletes and ratio is None:
         return (
             f"{status.small_file_count} of {status.live_data_files} data files are small, under the "
@@ -152,9 +160,11 @@ def choose_compaction(
             "minutes and their partition transform cannot be left out by a filter; compaction waits "
             "until they are quiet"
         )
+    settled, settled_labels, settled_predicates = settled_partitions(layout, sizes, hot)
+    leave_out = hot | settled
     min_input = policy.min_input_files
     notes = []
-    smallest = smallest_mergeable_group(layout, leave_out=hot)
+    smallest = smallest_mergeable_group(layout, leave_out=leave_out)
     if small_files_issue and smallest is not None and smallest < min_input:
         notes.append(
             f"min-input-files lowered from {min_input} to {smallest} so partitions with {smallest} or more "
@@ -163,10 +173,10 @@ def choose_compaction(
         min_input = smallest
     average = status.total_records / status.live_data_files if status.live_data_files else 0.0
     prediction = predict_rewrite(
-        layout, sizes, min_input, apply_deletes=apply_deletes, leave_out=hot, delete_ratio=ratio,
+        layout, sizes, min_input, apply_deletes=apply_deletes, leave_out=leave_out, delete_ratio=ratio,
         average_records=average,
     )
-    if not prediction.groups and hot and smallest_mergeable_group(layout) is not None:
+    if not prediction.groups and hot and smallest_mergeable_group(layout, leave_out=settled) is not None:
         return (
             f"every partition with files to merge was written in the last {policy.hot_partition_minutes:g} "
             f"minutes ({_listed(hot_labels)}); compaction waits until they are quiet "
@@ -174,23 +184,29 @@ def choose_compaction(
         )
     if not prediction.groups and ratio is not None:
         return (
-            f"{_nothing_to_merge(status, layout)}; deletion vectors delete {status.deleted_row_share:.1%} of "
-            f"the rows, in no partition {ratio:g} or more of its files' rows (delete-ratio-threshold, "
-            "icepack.compaction.delete-ratio-threshold)"
+            f"{_nothing_to_merge(status, layout, settled_labels)}; deletion vectors delete "
+            f"{status.deleted_row_share:.1%} of the rows, in no partition {ratio:g} or more of its files' "
+            "rows (delete-ratio-threshold, icepack.compaction.delete-ratio-threshold)"
         )
     if not prediction.groups:
-        return _nothing_to_merge(status, layout)
+        return _nothing_to_merge(status, layout, settled_labels)
     options = {**sizes.options(), "min-input-files": str(min_input)}
     if apply_deletes:
         options.update({"delete-file-threshold": "1", "remove-dangling-deletes": "true"})
     elif ratio is not None:
         options.update({"delete-ratio-threshold": repr(ratio), "remove-dangling-deletes": "true"})
-    where = hot_filter(predicates)
+    where = hot_filter(predicates + settled_predicates)
     if where is not None:
         options["where"] = where
+    if hot_labels:
         notes.append(
             f"partitions written in the last {policy.hot_partition_minutes:g} minutes are left out: "
             f"{_listed(hot_labels)}"
+        )
+    if settled_labels:
+        notes.append(
+            "partitions whose small files a rewrite would write back as just as many files are left out: "
+            f"{_listed(settled_labels)}"
         )
     groups = len(prediction.groups)
     reason = (
@@ -285,24 +301,13 @@ def _estimated(context: PlanningContext) -> ActionEstimate | str:
     )
 
 
-def within_budget(prediction: RewritePrediction, budget: int) -> RewritePrediction:
-    """Iceberg's max-files-to-rewrite: groups are taken until the budget is spent, the last one cut to
-    what is left, in the order of its partition map (not predictable here): files in are the budget
-    exactly, which groups and the files out are not known."""
-    share = budget / prediction.files_in
-    return RewritePrediction(
-        files_in=budget,
-        bytes_in=int(prediction.bytes_in * share),
-        files_out=max(1, round(prediction.files_out * share)),
-        exact=False,
-        excluded_hot_partitions=prediction.excluded_hot_partitions,
-    )
-
-
 DEFINITION: ActionDefinition = ActionDefinition(
     action=MaintenanceAction.REWRITE_DATA_FILES,
     plan=plan,
     options=OPTIONS,
     completed_options=_no_failed_commit_tolerated,
     output_fields=("rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count"),
+    commit_rules=rewrite_rules("rewritten_data_files_count", "deleted-data-files", applies_deletes=True,
+                               removes_data_files=True),
+    counts_rewritten_bytes=True,
 )

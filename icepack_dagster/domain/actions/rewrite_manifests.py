@@ -18,6 +18,7 @@ from icepack_dagster.domain.actions.definition import (
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.actions.option_values import boolean, int_between
 from icepack_dagster.domain.health.judging import TOO_MANY_MANIFESTS, format_bytes
+from icepack_dagster.domain.outcomes.commit_invariants import MANIFEST_RULES
 from icepack_dagster.domain.table.iceberg_properties import MANIFEST_TARGET_SIZE_BYTES, iceberg_value
 
 MANIFEST_MIN_COUNT = 10
@@ -52,4 +53,5 @@ DEFINITION: ActionDefinition = ActionDefinition(
     plan=plan,
     options=OPTIONS,
     output_fields=("rewritten_manifests_count", "added_manifests_count", None),
+    commit_rules=MANIFEST_RULES,
 )

@@ -55,6 +55,7 @@ from icepack_dagster.domain.actions.position_delete_planner import (
     predict_position_delete_rewrite,
 )
 from icepack_dagster.domain.health.judging import DELETE_FILE_BUILDUP, format_bytes
+from icepack_dagster.domain.outcomes.commit_invariants import rewrite_rules
 from icepack_dagster.domain.table.iceberg_properties import (
     DELETE_GRANULARITY,
     DELETE_TARGET_FILE_SIZE_BYTES,
@@ -222,4 +223,7 @@ DEFINITION: ActionDefinition = ActionDefinition(
     options=OPTIONS,
     refused_options=REFUSED_OPTIONS,
     output_fields=("rewritten_delete_files_count", "added_delete_files_count", "rewritten_bytes_count"),
+    commit_rules=rewrite_rules("rewritten_delete_files_count", "removed-delete-files", applies_deletes=False,
+                               removes_data_files=False),
+    counts_rewritten_bytes=True,
 )

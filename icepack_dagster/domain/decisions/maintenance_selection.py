@@ -30,6 +30,8 @@ class Decision(FrozenModel):
     priority: float = Field(default=0.0, ge=0)
     quarantined: bool = Field(default=False, description="Quarantined tables never use the tick's budget")
     run_tags: dict[str, str] = Field(default_factory=dict, description="Sizing tags for a launched run")
+    urgency: int = Field(default=0, ge=0, description="Its health's launch urgency: critical 2, warning 1, "
+                         "0 for a healthy table's orphan sweep")
 
 
 def needs_attention(health: TableHealth) -> bool:
@@ -69,6 +71,13 @@ def sweep_page(
         if len(page) == count:
             break
     return page, last
+
+
+def run_priority(decisions: Sequence[Decision]) -> int:
+    """The `dagster/priority` of the run launching `decisions`: its most urgent table's launch urgency
+    (critical 2, warning 1, an orphan sweep 0), so Dagster's queue dequeues critical tables first.
+    Runs launched by Materialize or a backfill carry no priority tag: Dagster's default, 0."""
+    return max((d.urgency for d in decisions), default=0)
 
 
 def choose(decisions: Sequence[Decision], slots: int) -> tuple[list[Decision], list[Decision]]:

@@ -11,6 +11,7 @@ Written when any of these holds (scheduled syncs; other runs write every table):
 - the table has no materialization yet, or its last one is unreadable;
 - its metadata file changed (the status was read again);
 - its health changed: state, issue codes and severities, or the status error;
+- whether it needs a person changed (`needs_operator`: quarantined, released, a failure streak begun);
 - its periodic rewrite is due: once every `attention_hours` for a table in warning, critical or
   unknown, every `rewrite_hours` otherwise, each table at its own moment of the interval.
 
@@ -88,6 +89,7 @@ class LastWrite:
 
     health: TableHealth | None  # None: unreadable (another codec version) or a record without health
     written_at: datetime
+    operator_verdict: str | None = None  # the needs_operator reason recorded, "no"; None: not recorded
 
 
 def health_signature(health: TableHealth) -> tuple[object, ...]:
@@ -103,14 +105,18 @@ def write_reason(
     last: LastWrite | None,
     now: datetime,
     slot: RewriteSlot,
+    operator_verdict: str = "no",
 ) -> str | None:
-    """Why this table's pair is written in a scheduled sync, or None to write nothing."""
+    """Why this table's pair is written in a scheduled sync, or None to write nothing.
+    `operator_verdict` is the table's needs_operator reason now, or "no"."""
     if last is None or last.health is None:
         return "first materialization"
     if status_read:
         return "metadata changed"
     if health_signature(health) != health_signature(last.health):
         return "health changed"
+    if (last.operator_verdict or "no") != operator_verdict:
+        return f"needs a person changed ({last.operator_verdict or 'no'} -> {operator_verdict})"
     if slot.due(last.written_at, now):
         hours = (now - last.written_at).total_seconds() / 3600
         return f"periodic rewrite (last {hours:.1f} h ago)"

@@ -1,5 +1,7 @@
 """Maintenance history as recommendation and quarantine need it: when each action last succeeded on a
-table, and how many maintenance runs in a row have failed."""
+table, how many maintenance runs in a row have failed, how many in a row conflicted with a concurrent
+writer (never a failure), and whether a commit broke an invariant (the table is then paused until a
+person releases it)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,20 @@ class TableHistory(FrozenModel):
     no_effect_on: dict[MaintenanceAction, int] = Field(
         default_factory=dict,
         description="Per action whose latest run had no effect, the snapshot it was planned on",
+    )
+    consecutive_conflicts: int = Field(
+        default=0, ge=0, description="Newest maintenances in a row that conflicted with a concurrent writer"
+    )
+    last_conflict_at: datetime | None = None
+    last_conflict: str | None = None
+    bytes_rewritten_24h: int = Field(
+        default=0, ge=0,
+        description="Bytes its rewrites read in the last 24 hours, since the last release (breakers)",
+    )
+    violation: str | None = Field(
+        default=None,
+        description="The evidence of a commit that broke an invariant; the table is paused (quarantined) "
+        "until a person releases it",
     )
 
     @staticmethod

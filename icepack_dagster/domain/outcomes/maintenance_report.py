@@ -12,7 +12,8 @@ from icepack_dagster.domain.actions.maintenance_action import ActionResult
 from icepack_dagster.domain.frozen_model import FrozenModel
 
 Outcome = Literal[
-    "nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone", "deferred", "refused"
+    "nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone", "deferred", "refused",
+    "conflict", "violated",
 ]
 
 
@@ -39,10 +40,14 @@ class MaintenanceReport(FrozenModel):
         if self.interrupted is not None:
             return "failed"
         statuses = {r.status for r in self.results}
+        if "violated" in statuses:  # a commit broke an invariant: worse than any failure
+            return "violated"
         if "failed" in statuses:
             return "failed"
         if "refused" in statuses:  # the Spark's runtime cannot do it: a person must act, no table fault
             return "refused"
+        if "conflict" in statuses:  # another writer committed meanwhile: try again later, no failure
+            return "conflict"
         if "deferred" in statuses:
             return "deferred"
         if "no_effect" in statuses:  # did not do what it said: not a success, and not a failure either
@@ -61,3 +66,8 @@ class MaintenanceReport(FrozenModel):
     def refusal(self) -> str | None:
         """Why the Spark's Iceberg runtime refused an action (table, runtime, minimum); None if none was."""
         return next((r.reason for r in self.results if r.status == "refused"), None)
+
+    @property
+    def conflict(self) -> str | None:
+        """Why the maintenance conflicted with a concurrent writer, when it did."""
+        return next((f"{r.action}: {r.reason}" for r in self.results if r.status == "conflict"), None)

@@ -21,6 +21,8 @@ from icepack_dagster.domain.actions.registry import ACTIONS
 from icepack_dagster.domain.health.model import TableHealth
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.model import Policy
+from icepack_dagster.domain.recommendation.circuit_breakers import amplification_breaker
+from icepack_dagster.domain.recommendation.commit_cadence import conflict_wait
 from icepack_dagster.domain.recommendation.estimate import priority
 from icepack_dagster.domain.recommendation.gates import (
     cadence_gate,
@@ -48,10 +50,13 @@ def recommend(
 
     Maintenance windows are not checked here: `in_window` gates when a run may start, so a
     recommendation can be shown at any time. `ignore_cadence` (a person's forced run) drops only the
-    cadence gate: quarantine, disabled actions, gc.enabled and the orphan age floor still hold.
+    cadence gate and the wait after a conflict: quarantine, disabled actions, gc.enabled and the orphan
+    age floor still hold.
     """
     now = utc(now)
-    gate = table_gate(status, health, policy, history)
+    gate = table_gate(status, health, policy, history) or (
+        None if ignore_cadence else conflict_wait(history, status.snapshot_graph, now)
+    )
     if gate is not None:
         skipped_all = tuple(SkippedAction(action=spec.action, reason=gate) for spec in ACTIONS)
         return Recommendation(table=status.table, skipped=skipped_all)
@@ -72,6 +77,7 @@ def recommend(
                 unreadable_for(action, spec.reads_properties, status.properties)
                 or (None if ignore_cadence else cadence_gate(action, policy, history, now))
                 or no_effect_gate(action, status, history)
+                or amplification_breaker(action, status, history)
             )
         if reason is None:
             plan = spec.plan(context)

@@ -92,6 +92,14 @@ def judge_streak(
 
 
 def quarantine_alert(table: str, history: TableHistory) -> Alert:
+    if history.violation is not None:
+        evidence = shown_error(history.violation, 2 * MAX_ERROR_CHARS)
+        return Alert(kind="quarantine", subject=table, text=(
+            f":rotating_light: icepack: a maintenance commit on table `{table}` broke an invariant; the "
+            f"table is PAUSED for maintenance.\nEvidence: {evidence}\n"
+            f"What to do: compare the two metadata files named; `icepack rollback {table} --dry-run` shows "
+            f"whether the snapshot before it can be restored; then `icepack quarantine release {table}`."
+        ))
     text = (
         f":rotating_light: icepack: table `{table}` is QUARANTINED after {history.consecutive_failures} "
         f"consecutive maintenance failures; automatic maintenance of it has stopped.\n"

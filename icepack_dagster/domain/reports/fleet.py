@@ -39,6 +39,11 @@ class FleetSummary(FrozenModel):
     maintenance_queued: int = Field(default=0, ge=0)
     maintenance_running: int = Field(default=0, ge=0)
     quarantined: dict[str, str] = Field(default_factory=dict, description="partition -> last error")
+    conflicting: dict[str, str] = Field(
+        default_factory=dict,
+        description="partition -> its conflicts with concurrent writers, for tables whose maintenance "
+        "keeps conflicting",
+    )
     files_reclaimed_total: int = Field(default=0, ge=0)
     bytes_reclaimed_total: int = Field(default=0, ge=0)
     maintenance_events_seen: int = Field(default=0, ge=0, description="Storage id counted up to")
@@ -100,4 +105,8 @@ def fleet_markdown(summary: FleetSummary) -> str:
     if summary.quarantined:
         lines += ["", f"**{len(summary.quarantined)} quarantined**: release with "
                   "`icepack quarantine release TABLE` or the `release_quarantine` job."]
+    if summary.conflicting:
+        lines += ["", f"**{len(summary.conflicting)} keep conflicting with concurrent writers** (not "
+                  "failures): see `conflicting`; each table's recommendation names its commit cadence and "
+                  "what would help (a maintenance window, hot partitions left out)."]
     return "\n".join(lines)

@@ -112,6 +112,7 @@ def test_glue_listing_holds_only_the_iceberg_tables_asked_for(
     assert listed == {asked.identifier: catalogs.get("glue").load_table(asked.identifier).metadata_location}
 
 
+@pytest.mark.jvm_servers
 def test_the_suites_rest_server_sends_no_etag_on_load_table(rest_server: str, tmp_path: Path) -> None:
     """Iceberg's REST test server 1.10.1 has no conditional loads (its `RESTCatalogAdapter` gained
     `If-None-Match` and `ETag` in 1.11.0): REST catalogs load every table, as before."""

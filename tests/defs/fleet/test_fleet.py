@@ -19,7 +19,7 @@ from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.asset_keys import TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.fleet.metrics import serve, write_textfile
-from icepack_dagster.defs.materialization_codec import NEEDS_ATTENTION, decode_status
+from icepack_dagster.defs.materialization_codec import ATTENTION_PAGES, NEEDS_ATTENTION, decode_status
 from icepack_dagster.domain.health.judging import format_bytes
 from icepack_dagster.domain.health.model import HealthState
 from icepack_dagster.domain.reports.fleet import FleetSummary
@@ -146,7 +146,12 @@ def test_fleet_summary_asset(
         "table": stuck, "state": "critical", "issues": "SMALL_FILES",
         "size": format_bytes(status.live_data_bytes), "data_bytes": status.live_data_bytes,
         "quarantined": True, "last_error": f"{stuck}: rewrite_data_files: disk full", "refused": "",
+        "page": f"/assets/table_health?view=partitions&partition={stuck}",
     }
+    pages = metadata[ATTENTION_PAGES].value
+    page = f"/assets/table_health?view=partitions&partition={stuck}"
+    assert f"- [{stuck}]({page}): critical, quarantined" in pages
+    assert f"[lake.{namespace}.zz_not_measured_yet](/assets/table_health?view=partitions&partition=" in pages
     assert unmeasured["table"] == f"lake.{namespace}.zz_not_measured_yet" and unmeasured["state"] == "unknown"
     assert (unmeasured["size"], unmeasured["data_bytes"], unmeasured["quarantined"]) == ("-", -1, False)
     prom = Path(str(platform.fleet_metrics_path)).read_text()

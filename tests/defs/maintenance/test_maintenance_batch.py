@@ -40,7 +40,7 @@ from icepack_dagster.defs.maintenance.batch_job import (
 from icepack_dagster.defs.maintenance.health_after_check import HEALTH_AFTER_CHECK
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommendation
 from icepack_dagster.defs.partitions import table_key
-from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, MAINTENANCE_POOL
+from icepack_dagster.defs.run_tags import KIND_TAG, MAINTENANCE, MAINTENANCE_POOL, PRIORITY_TAG
 from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER
 from icepack_dagster.domain.sizing.tiers import SizingTier
 from icepack_dagster.engine import Engine
@@ -129,6 +129,7 @@ def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
     decided = evaluate_sensor(defs, "maintenance_sensor", instance)
     (request,) = decided.run_requests
     assert request.job_name == BATCH_JOB and request.tags[KIND_TAG] == MAINTENANCE
+    assert request.tags[PRIORITY_TAG] == "2", "its most urgent table is critical"
     assert _requests_the_daemon_accepts(defs, decided.run_requests) == [BATCH_JOB]
     assert sorted(batch_tables(request.tags)) == sorted(partitions)
     result = execute_run_request(defs, instance, request, BATCH_JOB)

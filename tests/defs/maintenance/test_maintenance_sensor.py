@@ -25,6 +25,7 @@ from icepack_dagster.defs.run_tags import (
     KIND_TAG,
     MAINTENANCE,
     MAINTENANCE_POOL,
+    PRIORITY_TAG,
     TABLE_TAG,
     deployment_tags,
     maintenance_tags,
@@ -108,6 +109,7 @@ def test_launches_unhealthy_tables_once_with_deterministic_keys(
     assert request.run_key == f"maintain:{key(namespace, 'small')}:{health_event.storage_id}"
     assert request.tags[TABLE_TAG] == key(namespace, "small")
     assert request.tags[KIND_TAG] == MAINTENANCE
+    assert request.tags[PRIORITY_TAG] == "2", "a critical table's run is dequeued first"
     assert request.job_name in (None, "maintenance")
 
     cursor = MaintenanceCursor.model_validate_json(first.cursor)
@@ -357,12 +359,14 @@ def test_orphan_sweeps_take_only_the_slots_unhealthy_tables_leave(
 
     first = evaluate_sensor(one_slot, SENSOR, instance)
     assert launched(first) == [key(namespace, "crowded")], "the unhealthy table goes first"
+    assert first.run_requests[0].tags[PRIORITY_TAG] == "2"
     waited = MaintenanceCursor.model_validate_json(first.cursor)
     assert waited.sweep_waiting == [], "no slot was left, so no sweep was even judged"
 
     second = evaluate_sensor(one_slot, SENSOR, instance, cursor=first.cursor)
     assert launched(second) == [key(namespace, "quiet")], "the healthy table's orphan sweep is due"
     assert second.run_requests[0].tags[TABLE_TAG] == key(namespace, "quiet")
+    assert second.run_requests[0].tags[PRIORITY_TAG] == "0", "a healthy table's sweep: default priority"
 
     two_slots = definitions_with(scoped_settings, orphan_sweep=True, maintenance_runs_per_tick=2,
                               max_maintenance_in_flight=5)

@@ -21,6 +21,7 @@ from icepack_dagster.domain.actions.compaction_planner import (
     hot_partitions,
     lone_small_files,
     predict_rewrite,
+    settled_partitions,
     smallest_mergeable_group,
 )
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
@@ -122,6 +123,30 @@ def test_hot_partitions_are_left_out_with_a_filter_on_the_source_column() -> Non
     )
     prediction = predict_rewrite(found, SIZES, 2, leave_out=keys)
     assert [g.partition for g in prediction.groups] == ["ts_day=2025-11-01"]
+
+
+def test_small_files_a_rewrite_would_write_back_as_many_are_settled_and_left_out() -> None:
+    """Two 282 MiB files (564 MiB over a 512 MiB target) come back from Iceberg as two 282 MiB files,
+    still small: rewriting them again and again would change nothing. Twelve 94 MiB files become three,
+    which is worth it once; the three are then settled too."""
+    twelve = PartitionCandidates(spec_id=1, values=(NOV_1 + 1,), small_files=12, small_bytes=12 * 94 * MiB)
+    found = layout(
+        PartitionCandidates(spec_id=1, values=(NOV_1,), small_files=2, small_bytes=2 * 282 * MiB),
+        twelve,
+        candidates(1, NOV_1 + 2, large=1),  # a large file is split, never settled
+    )
+    keys, labels, predicates = settled_partitions(found, SIZES, leave_out=frozenset())
+    assert labels == ["ts_day=2025-11-01"] and keys == {(1, (NOV_1,))}
+    assert hot_filter(predicates) == (
+        "NOT ((`ts` >= TIMESTAMP '2025-11-01 00:00:00+00:00' AND "
+        "`ts` < TIMESTAMP '2025-11-02 00:00:00+00:00'))"
+    )
+    prediction = predict_rewrite(found, SIZES, 2, leave_out=keys)
+    assert [(g.partition, g.files_in, g.files_out) for g in prediction.groups] == [
+        ("ts_day=2025-11-02", 12, 3), ("ts_day=2025-11-03", 1, 2)
+    ]
+    three = twelve.model_copy(update={"small_files": 3})
+    assert settled_partitions(layout(three), SIZES, leave_out=frozenset())[1] == ["ts_day=2025-11-02"]
 
 
 def test_a_hot_partition_without_an_expressible_filter_gets_none() -> None:

@@ -60,6 +60,19 @@ def test_health_signature_ignores_measured_values_but_not_codes_or_severity() ->
     assert write_reason(same_state, False, _last(other_error, 0.1), NOW, SLOT) == "health changed"
 
 
+def test_a_change_of_whether_a_person_is_needed_is_written() -> None:
+    """A quarantine (or its release) changes no health: the table is written so its needs_operator
+    check follows; a last write from before the check counts as "no", so an upgrade rewrites nothing."""
+    quarantined = LastWrite(HEALTHY, NOW - timedelta(hours=0.1), operator_verdict="quarantined")
+    assert write_reason(HEALTHY, False, _last(HEALTHY, 0.1), NOW, SLOT, "quarantined") == (
+        "needs a person changed (no -> quarantined)"
+    )
+    released = write_reason(HEALTHY, False, quarantined, NOW, SLOT)
+    assert released == "needs a person changed (quarantined -> no)"
+    assert write_reason(HEALTHY, False, quarantined, NOW, SLOT, "quarantined") is None
+    assert write_reason(HEALTHY, False, _last(HEALTHY, 0.1), NOW, SLOT, "no") is None
+
+
 def test_a_rewrite_is_due_when_the_tables_moment_passed_since_its_last_write() -> None:
     # NOW is 12:00; the slot's moments are at hh:30.
     assert write_reason(WARNING, False, _last(WARNING, 1.4), NOW, SLOT) == "periodic rewrite (last 1.4 h ago)"

@@ -1,7 +1,9 @@
 """Contract: a maintenance report's outcome is derived from what it holds: any failed action makes it
-`failed`, else any action without effect `no_effect` (not a success, not a failure), else any succeeded
-one `succeeded`, else any dry run `dry_run`, else `nothing_to_do`; a table
-found gone is `table_gone` whatever its (skipped) actions say, so the CLI and history can tell it apart;
+`failed` (a commit that broke an invariant, `violated`, outranks it), else any action that conflicted
+with a concurrent writer `conflict` (not a failure), else any action without effect `no_effect` (not a
+success, not a failure), else any succeeded one `succeeded`, else any dry run `dry_run`, else
+`nothing_to_do`; a table found gone is `table_gone` whatever its (skipped) actions say, so the CLI and
+history can tell it apart;
 a maintenance interrupted before its actions reported (its run worker died) is `failed`, with that error."""
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ def _report(*statuses: ActionStatus, table_gone: bool = False) -> MaintenanceRep
     ("statuses", "outcome"),
     [
         (("succeeded", "failed", "skipped"), "failed"),
+        (("succeeded", "conflict", "skipped"), "conflict"),
+        (("conflict", "failed"), "failed"),
+        (("failed", "violated", "skipped"), "violated"),
+        (("violated", "skipped"), "violated"),
         (("no_effect", "failed"), "failed"),
         (("no_effect", "succeeded"), "no_effect"),
         (("skipped", "succeeded"), "succeeded"),

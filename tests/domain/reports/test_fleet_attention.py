@@ -1,6 +1,7 @@
 """The tables a person should look at first: every unhealthy or quarantined table, critical before
 unknown before warning (a quarantined healthy table last), the biggest first within a state; sizes
-only for tables measured; healthy tables that are not quarantined never listed."""
+only for tables measured; healthy tables that are not quarantined never listed. The tables whose
+maintenance keeps conflicting with concurrent writers are named apart (they are not failing)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,11 @@ def test_the_markdown_says_how_many_need_attention_and_how_to_release() -> None:
     assert "**2 table(s) need attention** (the 1 most urgent listed)" in text
     assert "Reclaimed so far: 0 files, 1.5 KiB." in text
     assert "**1 quarantined**: release with `icepack quarantine release TABLE`" in text
+
+
+def test_the_markdown_names_the_tables_that_keep_conflicting() -> None:
+    summary = FleetSummary(generated_at_epoch=1, tables=1, conflicting={"l.n.hot": "3 in a row; last: x"})
+    text = fleet_markdown(summary)
+    assert "**1 keep conflicting with concurrent writers** (not failures): see `conflicting`" in text
+    assert "commit cadence and what would help" in text
+    assert "keep conflicting" not in fleet_markdown(FleetSummary(generated_at_epoch=1, tables=1))
