@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from icepack_dagster.domain.actions.definition import ActionDefinition, ActionEstimate, PlanningContext
 from icepack_dagster.domain.actions.maintenance_action import ActionImpact, MaintenanceAction
 from icepack_dagster.domain.actions.planners.statistics import (
+    STATISTICS_RULES,
     SWEPT,
     WRITTEN,
     StatisticsKind,
@@ -51,4 +52,5 @@ DEFINITION: ActionDefinition = ActionDefinition(
     sweep_cadence_hours=SWEPT,
     min_runtime=(1, 8, 0),
     verify=verify,
+    commit_rules=STATISTICS_RULES,
 )

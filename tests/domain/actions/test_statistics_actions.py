@@ -4,7 +4,8 @@ compute_partition_stats on an unpartitioned table. Each predicts one statistics 
 counted (no row: nothing done, `no_effect`), and the metadata after the run verifies it: the returned
 file listed for the snapshot main was at, and not one listed already. Each needs its Iceberg runtime
 (compute_table_stats 1.8.0, compute_partition_stats 1.10.0), and its CALL names nothing but the table.
-Freshness is read along main's lineage: the newest snapshot with a file, commits and rows since."""
+Freshness is read along main's lineage: the newest snapshot with a file, commits and rows since.
+Their commits are metadata only: no snapshot of their own, schema and spec unchanged."""
 
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction 
 from icepack_dagster.domain.actions.planners.statistics import ONE_FILE, WRITTEN
 from icepack_dagster.domain.actions.runtime_requirements import runtime_refusal
 from icepack_dagster.domain.outcomes.action_outcome import compare
+from icepack_dagster.domain.outcomes.commit_invariants import violations
 from icepack_dagster.domain.policy.model import Policy
 from icepack_dagster.domain.sql.procedures import render_call
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.statistics_freshness import newest_on_lineage
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import InvalidProcedureOptionError
+from tests.domain.outcomes.test_commit_rules import BASE, MS, facts, snap
 from tests.factories import NOW, make_statistics, make_status
 
 KEY = TableKey(catalog="lake", namespace=("ns",), name="t")
@@ -141,3 +144,16 @@ def test_freshness_is_the_newest_file_on_mains_lineage_and_what_came_after_it() 
     assert (facts.snapshot_id, facts.path, facts.commits_behind, facts.rows_changed) == (20, "b", 1, 7)
     assert newest_on_lineage(lineage, {99: "off-main"}) is None
     assert newest_on_lineage([], {10: "a"}) is None
+
+
+def test_computing_statistics_commits_no_snapshot_of_its_own() -> None:
+    """A writer's append meanwhile is not its commit; a `replace` of its own, or a new schema, breaks
+    its commit rules."""
+    rules = compute_table_stats.DEFINITION.commit_rules
+    appended = facts(BASE, snap(2, 1, 30, "append", total_records=110))
+    assert violations(rules, facts(BASE), appended, [], {}, {}, MS) == []
+    replace = snap(2, 1, 30, "replace", total_records=100)
+    [found] = violations(rules, facts(BASE), facts(BASE, replace), [replace], {}, {}, MS)
+    assert found.endswith("was committed; computing statistics commits no snapshot")
+    evolved = facts(BASE).model_copy(update={"current_schema_id": 1})
+    assert violations(rules, facts(BASE), evolved, [], {}, {}, MS) == ["schema changed: 0 before, 1 after"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.definition import ActionEstimate, PlanningContext
 from icepack_dagster.domain.actions.maintenance_action import ActionImpact
+from icepack_dagster.domain.outcomes.commit_invariants import CommitRules, FileSets, SnapshotFacts, TableFacts
 from icepack_dagster.domain.table.statistics_freshness import RegisteredStatistics, StatisticsFreshness
 from icepack_dagster.domain.table.status import TableStatus
 
@@ -76,6 +77,26 @@ def plan_statistics(kind: StatisticsKind, context: PlanningContext) -> ActionEst
     limits = [] if commits is None else [f"{commits} commits"]
     limits += [] if share is None else [f"{share:.0%} of rows"]
     return f"{behind}: within policy ({' or '.join(limits)})"
+
+
+def _commits_nothing(
+    before: TableFacts, after: TableFacts, commits: list[SnapshotFacts], output: Mapping[str, object],
+    options: Mapping[str, str], now_ms: int, files: Sequence[FileSets], missing: tuple[str, ...],
+) -> list[str]:
+    """Computing statistics commits table metadata only: no snapshot of its own, the schema and the
+    partition spec as they were (a concurrent writer's appends are not its commits)."""
+    found = [f"{c.describe()} was committed; computing statistics commits no snapshot" for c in commits]
+    for what, was, now in (
+        ("schema", before.current_schema_id, after.current_schema_id),
+        ("partition spec", before.default_spec_id, after.default_spec_id),
+    ):
+        if was != now:
+            found.append(f"{what} changed: {was} before, {now} after")
+    return found
+
+
+STATISTICS_RULES = CommitRules(judge=_commits_nothing)
+"""Their commit rules (`domain/outcomes/commit_invariants.py`): metadata only, no snapshot."""
 
 
 def read_statistics_outcome(
