@@ -1,12 +1,17 @@
-"""The one place that assembles the Dagster code location from one settings object.
+"""The one place that assembles icepack's Dagster definitions from one settings object.
 
-`dagster dev` (via `[tool.dagster]` in pyproject.toml) loads `defs`, a lazily evaluated
-`@dg.definitions` function: importing this module reads no environment, starts no JVM and opens no
-connection. Tests call `build_definitions(settings)` with their own settings.
+`build_definitions` is what `IcepackComponent` (component/icepack_component.py) builds, in a host
+project's `defs.yaml` and in the code location icepack ships: `dagster dev` (via `[tool.dagster]` in
+pyproject.toml, or `workspace.yaml`), the Docker image and the Helm values load `defs`, a lazily
+evaluated `@dg.definitions` function that loads the shipped definitions folder (component/location/),
+whose `defs.yaml` is the component with no attribute of its own. One way to build the definitions:
+importing this module reads no environment, starts no JVM and opens no connection. Tests call
+`build_definitions(settings)` with their own settings.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -89,4 +94,9 @@ def build_definitions(settings: IcepackSettings | None = None) -> dg.Definitions
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    return build_definitions()
+    """The shipped code location: its definitions folder, loaded as `dg` loads a project's."""
+    # imported here: the component it names imports this module
+    from icepack_dagster.component import location
+
+    folder = Path(location.__file__ or "").parent
+    return dg.ComponentTree.from_module(defs_module=location, project_root=folder).build_defs()

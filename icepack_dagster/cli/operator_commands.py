@@ -10,6 +10,7 @@ import click
 
 from icepack_dagster.cli.context import EXIT_FAILED, CommandContext, emit, json_option, pass_ctx, progress
 from icepack_dagster.config.settings import load_settings
+from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.spark import jvm_artifacts
 from icepack_dagster.store.state_database import redacted_url, upgrade_state_database
 
@@ -39,11 +40,16 @@ def quarantine() -> None:
 @json_option
 @pass_ctx
 def quarantine_show(ctx: CommandContext, table: str, as_json: bool) -> None:
-    """Show TABLE's maintenance history: consecutive failures, quarantine, last error."""
+    """Show TABLE's maintenance history: consecutive failures, quarantine, last error, and the rewrites a
+    circuit breaker pauses (from its status now)."""
     key = ctx.engine.resolve(table)
     history = ctx.engine.history(key)
+    try:
+        paused = {str(action): reason for action, reason in ctx.engine.breaker_pauses(key).items()}
+    except IcepackError as error:  # the history still shows; the breakers need the table's status
+        paused = {"not read": str(error)}
     emit(
-        history.model_dump(mode="json"),
+        history.model_dump(mode="json") | {"circuit_breakers": paused},
         as_json,
         lambda: (
             f"{ctx.engine.display_name(key)}: {'QUARANTINED' if history.quarantined else 'active'}, "
@@ -52,6 +58,7 @@ def quarantine_show(ctx: CommandContext, table: str, as_json: bool) -> None:
             + (f"\n  paused: a commit broke an invariant: {history.violation}" if history.violation else "")
             + (f"\n  last error: {history.last_error}" if history.last_error else "")
             + (f"\n  last conflict: {history.last_conflict}" if history.last_conflict else "")
+            + "".join(f"\n  {action} paused: {reason}" for action, reason in paused.items())
         ),
     )
 
@@ -60,10 +67,11 @@ def quarantine_show(ctx: CommandContext, table: str, as_json: bool) -> None:
 @click.argument("table")
 @pass_ctx
 def quarantine_release(ctx: CommandContext, table: str) -> None:
-    """Release TABLE: automatic maintenance resumes; its failure count starts again from zero."""
+    """Release TABLE: automatic maintenance resumes; its failure count starts again from zero, and its
+    circuit breakers count its rewrites from now on (the fleet's daily budget is not the table's)."""
     key = ctx.engine.resolve(table)
     ctx.engine.release_quarantine(key)
-    click.echo(f"{ctx.engine.display_name(key)}: released from quarantine")
+    click.echo(f"{ctx.engine.display_name(key)}: released from quarantine and its circuit breakers")
 
 
 @click.command()

@@ -1,7 +1,8 @@
 """The `platform` section of the settings: Dagster-specific knobs (schedule cron, batch sizes, sensor
 intervals, maintenance caps, the fleet metrics file, the alert webhook). Only the Dagster layer uses
-them. `settings.py` reads them with the rest: `ICEPACK_PLATFORM_<FIELD>` in the environment,
-`platform:` in the YAML file (docs/CONFIGURATION.md)."""
+them, but for the daily rewrite budget, which the engine applies to every maintenance of the deployment
+(the CLI's too: they share its history). `settings.py` reads them with the rest:
+`ICEPACK_PLATFORM_<FIELD>` in the environment, `platform:` in the YAML file (docs/CONFIGURATION.md)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from icepack_dagster.domain.sizing.tiers import SizingPolicy, SizingTier
 
 DEFAULT_DEPLOYMENT = "icepack"
 DEFAULT_PARTITIONS_NAME = "iceberg_tables"
+DEPLOYMENT_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
 
 
 class PlatformSettings(FrozenModel):
@@ -22,7 +24,7 @@ class PlatformSettings(FrozenModel):
 
     deployment_name: str = Field(
         default=DEFAULT_DEPLOYMENT,
-        pattern=r"^[a-z][a-z0-9_]{0,39}$",
+        pattern=DEPLOYMENT_NAME_PATTERN,
         description="Which icepack deployment of a shared Dagster instance this is: every run it starts "
         "carries it (tag icepack/deployment), and it names the deployment's partitions definition and "
         "maintenance pool; give each code location of icepack on one instance its own",
@@ -124,6 +126,12 @@ class PlatformSettings(FrozenModel):
         ge=30,
         description="How often the alert sensor looks: each look reads every table's maintenance history "
         "(one fleet-wide read) and latest status, so it runs less often than the maintenance sensor",
+    )
+    daily_rewrite_budget_bytes: int | None = Field(
+        default=None,
+        gt=0,
+        description="Bytes all of this deployment's rewrites (data and delete files) may read per UTC day; "
+        "once reached, further rewrites are held (not failed) until 00:00 UTC. Unset: no budget",
     )
 
     housekeeping_cron: str = Field(

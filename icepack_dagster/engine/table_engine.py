@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -30,6 +30,7 @@ from icepack_dagster.domain.policy.layering import (
     in_window,
     resolve_policy,
 )
+from icepack_dagster.domain.recommendation.circuit_breakers import RewriteBudget, breaker_pauses
 from icepack_dagster.domain.recommendation.model import Recommendation
 from icepack_dagster.domain.recommendation.recommender import recommend
 from icepack_dagster.domain.table.key import TableKey, resolve_table_argument
@@ -187,6 +188,25 @@ class Engine:
 
         return run_rollback(self.history_store, self.open_table(key), key, dry_run)
 
+    def rewrite_budget(self, now: datetime | None = None) -> RewriteBudget | None:
+        """The deployment's daily rewrite budget and what its rewrites read since 00:00 UTC, or None when
+        no budget is set (`platform.daily_rewrite_budget_bytes`)."""
+        limit = self.settings.platform.daily_rewrite_budget_bytes
+        if limit is None:
+            return None
+        day = (now or utc_now()).astimezone(UTC).date()
+        midnight = datetime.combine(day, time(), tzinfo=UTC)
+        rewritten = self.history_store.fleet_bytes_rewritten(midnight)
+        return RewriteBudget(limit_bytes=limit, rewritten_bytes=rewritten, day=day)
+
+    def breaker_pauses(
+        self, key: TableKey, status: TableStatus | None = None
+    ) -> dict[MaintenanceAction, str]:
+        """Each rewrite of the table a circuit breaker pauses now, with the reason (reads its status
+        unless given)."""
+        status = status or self.status(key)
+        return breaker_pauses(status, self.history(key), self.rewrite_budget())
+
     def release_quarantine(self, key: TableKey) -> None:
         self.history_store.release(key.text, utc_now())
 
@@ -204,7 +224,9 @@ class Engine:
         status = status or self.status(key, now)
         health = health or self.health(status)
         policy = self.policy(key, status.properties).policy
-        return recommend(status, health, policy, self.history(key, policy), now, ignore_cadence=force)
+        history = self.history(key, policy)
+        budget = self.rewrite_budget(now)
+        return recommend(status, health, policy, history, now, ignore_cadence=force, budget=budget)
 
     def unmanaged_reason(self, key: TableKey) -> str | None:
         """Why `key` is not a table icepack manages (unknown catalog, outside include/exclude), or None.

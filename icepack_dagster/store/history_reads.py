@@ -1,5 +1,6 @@
 """Reading maintenance history as decisions need it (`TableHistory`), for one table or for the whole
-fleet at once, with the bytes each table's rewrites read in the last day (the circuit breakers').
+fleet at once, with each table's rewrites of the last day (the circuit breakers'), and what the whole
+fleet rewrote since a moment (its daily budget).
 
 Both reads hand the same rows to one judge (`_judge`): a table's newest runs up to where its failure
 streak and its last real run are known, its newest success of each action, and its newest prediction
@@ -20,7 +21,7 @@ from sqlalchemy.engine import Connection
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.clock import utc_now
-from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.outcomes.history import RecentRewrite, TableHistory
 from icepack_dagster.domain.recommendation.circuit_breakers import REWRITES, WINDOW_HOURS
 from icepack_dagster.store.history_tables import (
     FAILURE_LOOKBACK,
@@ -61,13 +62,13 @@ def table_history(connection: Connection, table: str, quarantine_after_failures:
         .order_by(action_predictions.c.id.desc())
         .limit(FAILURE_LOOKBACK)
     ).all()
-    rewritten = _rewritten_bytes(connection, [table])
-    return _judge(table, runs, succeeded, latest, quarantine_after_failures, rewritten.get(table, 0))
+    rewrites = _recent_rewrites(connection, [table])
+    return _judge(table, runs, succeeded, latest, quarantine_after_failures, rewrites.get(table, []))
 
 
-def _rewritten_bytes(connection: Connection, tables: list[str] | None) -> dict[str, int]:
-    """Per table, the bytes its rewrites read in the last `WINDOW_HOURS` and since its last release
-    (what the write-amplification breaker weighs)."""
+def _recent_rewrites(connection: Connection, tables: list[str] | None) -> dict[str, list[RecentRewrite]]:
+    """Per table, its rewrites in the last `WINDOW_HOURS` and since its last release that read bytes,
+    newest first (what the circuit breakers weigh: their bytes, and the snapshots they were planned on)."""
     since = utc_now() - timedelta(hours=WINDOW_HOURS)
     r = maintenance_runs.c
     released = (
@@ -78,17 +79,39 @@ def _rewritten_bytes(connection: Connection, tables: list[str] | None) -> dict[s
     )
     p = action_predictions.c
     query = (
-        select(p.table_key, func.sum(p.done_bytes_in))
+        select(p.table_key, p.action, p.snapshot_id, p.finished_at, p.done_files_in, p.done_bytes_in)
         .select_from(action_predictions.outerjoin(released, released.c.table_key == p.table_key))
         .where(
             p.action.in_([a.value for a in REWRITES]),
             p.finished_at >= since,
             or_(released.c.at.is_(None), p.finished_at > released.c.at),
+            p.done_bytes_in > 0,
             _of(p.table_key, tables),
         )
-        .group_by(p.table_key)
+        .order_by(p.table_key, p.id.desc())
     )
-    return {row[0]: int(row[1] or 0) for row in connection.execute(query)}
+    found: dict[str, list[RecentRewrite]] = defaultdict(list)
+    for row in connection.execute(query):
+        found[row.table_key].append(
+            RecentRewrite(
+                action=MaintenanceAction(row.action),
+                planned_on=row.snapshot_id,
+                finished_at=aware(row.finished_at),
+                files_rewritten=row.done_files_in or 0,
+                bytes_rewritten=row.done_bytes_in,
+            )
+        )
+    return found
+
+
+def fleet_bytes_rewritten(connection: Connection, since: datetime) -> int:
+    """The bytes every table's rewrites read since `since` (the fleet's daily budget; releases do not
+    reset it)."""
+    p = action_predictions.c
+    query = select(func.sum(p.done_bytes_in)).where(
+        p.action.in_([a.value for a in REWRITES]), p.finished_at >= since
+    )
+    return int(connection.execute(query).scalar() or 0)
 
 
 def fleet_histories(connection: Connection, quarantine_after: Mapping[str, int]) -> dict[str, TableHistory]:
@@ -102,10 +125,10 @@ def fleet_histories(connection: Connection, quarantine_after: Mapping[str, int])
         succeeded[row.table_key].append((row.action, row.finished_at))
     for row in connection.execute(_newest_predictions(named)):
         latest[row.table_key].append(row)
-    rewritten = _rewritten_bytes(connection, named)
+    rewrites = _recent_rewrites(connection, named)
     return {
         table: _judge(table, runs.get(table, []), succeeded.get(table, []), latest.get(table, []), threshold,
-                      rewritten.get(table, 0))
+                      rewrites.get(table, []))
         for table, threshold in quarantine_after.items()
     }
 
@@ -180,7 +203,7 @@ def _judge(
     succeeded: Sequence[Any],
     latest: _Rows,
     quarantine_after_failures: int,
-    bytes_rewritten: int = 0,
+    rewrites: Sequence[RecentRewrite] = (),
 ) -> TableHistory:
     """A table's history from its newest runs (newest first), its last success per action and its
     newest predictions (newest first)."""
@@ -212,7 +235,8 @@ def _judge(
         last_conflict_at=aware(runs[0].finished_at) if conflicts else None,
         last_conflict=runs[0].error if conflicts else None,
         violation=violation,
-        bytes_rewritten_24h=bytes_rewritten,
+        bytes_rewritten_24h=sum(r.bytes_rewritten for r in rewrites),
+        recent_rewrites=tuple(rewrites),
     )
 
 

@@ -21,7 +21,7 @@ from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.outcomes.prediction import PredictionAccuracy
 from icepack_dagster.domain.outcomes.rollback import RollbackPlan
-from icepack_dagster.store.history_reads import fleet_histories, table_history
+from icepack_dagster.store.history_reads import fleet_bytes_rewritten, fleet_histories, table_history
 from icepack_dagster.store.history_tables import (
     FAILURE_LOOKBACK,
     RELEASED,
@@ -173,6 +173,11 @@ class HistoryStore:
         fleet-wide read of a few queries, each equal to `history` of that table."""
         with self._engine.connect() as connection:
             return fleet_histories(connection, quarantine_after)
+
+    def fleet_bytes_rewritten(self, since: datetime) -> int:
+        """The bytes all tables' rewrites read since `since` (the fleet's daily budget)."""
+        with self._engine.connect() as connection:
+            return fleet_bytes_rewritten(connection, since)
 
     def accuracy(self, table: str | None = None) -> tuple[PredictionAccuracy, ...]:
         """Planned against done files and bytes, per action, over every recorded prediction of the

@@ -7,7 +7,7 @@ The rules: `domain/` imports no dagster, pyiceberg, pyspark, yaml or sqlalchemy,
 configuration, adapter, engine or Dagster layers; `config/` imports no dagster, pyiceberg, pyspark or
 sqlalchemy and nothing but `domain/` of the package (everyone above the domain may read it);
 `iceberg/`, `spark/`, `store/` and `alerting/` import no dagster and neither the Dagster layer (`defs/`,
-`definitions.py`) nor the engine; the Dagster layer imports no pyiceberg or pyspark
+`definitions.py`, `component/`) nor the engine; the Dagster layer imports no pyiceberg or pyspark
 (it reaches them through the adapters); only `spark/` imports pyspark; only the Dagster layer imports
 dagster, and every module of `defs/` does. Only `config/settings.py` reads the environment and only
 `domain/clock.py` reads the clock. The shape holds too: the package's top level keeps only
@@ -26,7 +26,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "icepack_dagster"
 ROOT = "icepack_dagster"
-DAGSTER_LAYER = ("defs/", "definitions.py")
+DAGSTER_LAYER = ("defs/", "definitions.py", "component/")
 ADAPTERS = ("iceberg/", "spark/", "store/", "alerting/")
 TOP_LEVEL = {"__init__.py", "definitions.py", "exceptions.py"}
 MAX_MODULES_PER_FOLDER = 15
@@ -103,11 +103,12 @@ def _ours(*names: str) -> list[str]:
 # (whose modules, what they must not import)
 FORBIDDEN: list[tuple[tuple[str, ...], list[str]]] = [
     (("domain/",), ["dagster", "pyiceberg", "pyspark", "yaml", "sqlalchemy"]),
-    (("domain/",), _ours("config", "defs", "definitions", "iceberg", "spark", "store", "engine", "cli",
-                         "alerting")),
+    (("domain/",), _ours("config", "defs", "definitions", "component", "iceberg", "spark", "store", "engine",
+                         "cli", "alerting")),
     (("config/",), ["dagster", "pyiceberg", "pyspark", "sqlalchemy"]),
-    (("config/",), _ours("defs", "definitions", "iceberg", "spark", "store", "engine", "cli", "alerting")),
-    (ADAPTERS, ["dagster", *_ours("defs", "definitions", "engine", "cli")]),
+    (("config/",), _ours("defs", "definitions", "component", "iceberg", "spark", "store", "engine", "cli",
+                         "alerting")),
+    (ADAPTERS, ["dagster", *_ours("defs", "definitions", "component", "engine", "cli")]),
     (DAGSTER_LAYER, ["pyiceberg", "pyspark"]),
 ]
 
@@ -231,11 +232,11 @@ PLANTED = {
     ),
     "pyiceberg in the Dagster layer": (
         "defs/planted.py", "import dagster as dg\nfrom pyiceberg.catalog import Catalog\n",
-        "defs/planted.py: imports pyiceberg (forbidden in defs/, definitions.py)",
+        "defs/planted.py: imports pyiceberg (forbidden in defs/, definitions.py, component/)",
     ),
     "pyspark in the Dagster layer, inside a function": (
         "defs/maintenance/planted.py", "import dagster as dg\n\ndef f():\n    import pyspark.sql\n",
-        "defs/maintenance/planted.py: imports pyspark (forbidden in defs/, definitions.py)",
+        "defs/maintenance/planted.py: imports pyspark (forbidden in defs/, definitions.py, component/)",
     ),
     "pyspark outside spark/": (
         "iceberg/planted.py", "import pyspark\n", "iceberg/planted.py: imports pyspark (only spark/ may)",

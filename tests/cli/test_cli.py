@@ -157,3 +157,6 @@ def test_maintaining_a_table_that_is_gone_says_so_and_exits_4(lakehouse: Path) -
     assert human.stdout.startswith("demo.no_such_table: table gone") and "Traceback" not in human.stderr
     history = json.loads(run(lakehouse, "quarantine", "show", "demo.no_such_table", "--json").stdout)
     assert history["consecutive_failures"] == 0 and history["last_run_at"] is None
+    assert "demo.no_such_table" in history["circuit_breakers"]["not read"]  # the breakers need its status
+    present = json.loads(run(lakehouse, "quarantine", "show", "demo.events_small_files", "--json").stdout)
+    assert present["circuit_breakers"] == {}

@@ -20,6 +20,7 @@ from icepack_dagster.defs.run_tags import batch_tags
 from icepack_dagster.domain.actions.maintenance_action import ActionResult, MaintenanceAction
 from icepack_dagster.domain.health.model import TableHealth
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
+from icepack_dagster.domain.outcomes.prediction import ActionFigures, PredictedActual
 from icepack_dagster.engine import Engine
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
@@ -70,6 +71,19 @@ def record_failures(settings: IcepackSettings, table: str, times: int, days_ago:
             error=f"{table}: rewrite_data_files: disk full",
         )
         history.record(MaintenanceReport(table=table, started_at=at, finished_at=at, results=(failed,)))
+
+
+def record_rewrite(settings: IcepackSettings, table: str, bytes_in: int) -> None:
+    """A compaction of `table` that read `bytes_in` bytes, recorded a minute ago (what the circuit
+    breakers weigh)."""
+    at = datetime.now(UTC) - timedelta(minutes=1)
+    figures = ActionFigures(files_in=2, files_out=1, bytes_in=bytes_in)
+    done = ActionResult(
+        action=MaintenanceAction.REWRITE_DATA_FILES, status="succeeded", statements=(), duration_seconds=1.0,
+        predicted_actual=PredictedActual(planned=figures, done=figures, exact=True),
+    )
+    report = MaintenanceReport(table=table, snapshot_id=1, started_at=at, finished_at=at, results=(done,))
+    Engine(settings).history_store.record(report)
 
 
 def discover(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[str]:

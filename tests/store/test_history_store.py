@@ -203,9 +203,29 @@ def test_bytes_rewritten_in_the_last_day_count_from_the_last_release(
     store.record(_judged(table, "no_effect", now - timedelta(minutes=10), 3, done=30))
     history = store.history(table, quarantine_after_failures=3)
     assert history.bytes_rewritten_24h == 5000
+    # what the same-files breaker follows: newest first, with the snapshot each was planned on
+    assert [(r.planned_on, r.files_rewritten, r.bytes_rewritten) for r in history.recent_rewrites] == [
+        (3, 30, 3000), (2, 20, 2000)
+    ]
     assert store.histories({table: 3})[table] == history
-    store.release(table, now - timedelta(minutes=5))  # a person lifts the breaker
-    assert store.history(table, quarantine_after_failures=3).bytes_rewritten_24h == 0
+    store.release(table, now - timedelta(minutes=5))  # a person lifts the breakers
+    released = store.history(table, quarantine_after_failures=3)
+    assert (released.bytes_rewritten_24h, released.recent_rewrites) == (0, ())
     store.record(_judged(table, "succeeded", now - timedelta(minutes=2), 4, done=5))
     assert store.history(table, quarantine_after_failures=3).bytes_rewritten_24h == 500
     assert store.histories({table: 3})[table].bytes_rewritten_24h == 500
+
+
+def test_the_fleet_s_rewritten_bytes_sum_every_table_since_a_moment_and_ignore_releases(
+    store: HistoryStore, request: pytest.FixtureRequest
+) -> None:
+    """What the fleet's daily budget weighs (the database is shared by this run's tests: differences)."""
+    tables = [f"lake.ns.{request.node.callspec.id}_fleet_{i}" for i in range(2)]
+    now = datetime.now(UTC)
+    midnight = now - timedelta(hours=2)
+    before = store.fleet_bytes_rewritten(midnight)
+    store.record(_judged(tables[0], "succeeded", midnight - timedelta(hours=1), 1, done=7))  # the day before
+    store.record(_judged(tables[0], "succeeded", now - timedelta(hours=1), 2, done=20))
+    store.record(_judged(tables[1], "succeeded", now - timedelta(minutes=30), 3, done=30))
+    store.release(tables[1], now - timedelta(minutes=10))
+    assert store.fleet_bytes_rewritten(midnight) - before == 5000

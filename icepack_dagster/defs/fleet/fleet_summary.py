@@ -1,11 +1,13 @@
 """`fleet_summary`: every table at a glance, for the UI and for Prometheus."""
 
+from typing import NamedTuple
 
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import FLEET_SUMMARY, MAINTAINED_TABLE, TABLE_HEALTH, TABLE_STATUS
 from icepack_dagster.defs.event_reads import latest, latest_per_partition, metadata_of, new_materializations
+from icepack_dagster.defs.fleet.breaker_pauses import paused_by_breakers
 from icepack_dagster.defs.materialization_codec import (
     decode_fleet,
     decode_health,
@@ -73,14 +75,22 @@ def _attention(
     return needing_attention(states, healths, _data_bytes(instance, flagged), quarantined, refused)
 
 
-def _held(
-    engine: Engine, instance: dg.DagsterInstance, partitions: list[str]
-) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
-    """The quarantined tables with their last error; the tables whose maintenance keeps conflicting with
-    concurrent writers with their last conflict (their recommendation says the cadence and what would
-    help); and the tables whose latest maintenance the Spark's Iceberg runtime refused, with why."""
-    quarantined, conflicting, refused = {}, {}, {}
+class _Held(NamedTuple):
+    """Tables held back from plain automatic maintenance, each with why."""
+
+    quarantined: dict[str, str]  # with the last error
+    conflicting: dict[str, str]  # keeps conflicting with concurrent writers: how often, the last conflict
+    paused: dict[str, str]  # a circuit breaker pauses its rewrites: the breakers' reasons
+    refused: dict[str, str]  # its latest maintenance refused by the Spark's Iceberg runtime: why
+
+
+def _held(engine: Engine, instance: dg.DagsterInstance, partitions: list[str]) -> _Held:
+    """The quarantined tables, those whose maintenance keeps conflicting (their recommendation says the
+    cadence and what would help), those a circuit breaker pauses, and those whose latest maintenance
+    the Spark's Iceberg runtime refused."""
+    quarantined, conflicting, refused, histories = {}, {}, {}, {}
     for partition, history, _ in table_histories(engine, instance, partitions):
+        histories[partition] = history
         if history.quarantined:
             quarantined[partition] = history.last_error or "unknown error"
         elif history.consecutive_conflicts >= KEEPS_CONFLICTING:
@@ -88,7 +98,7 @@ def _held(
                                       f"{history.last_conflict or 'no detail recorded'}")
         if history.refused:
             refused[partition] = history.refused
-    return quarantined, conflicting, refused
+    return _Held(quarantined, conflicting, paused_by_breakers(instance, histories), refused)
 
 
 def _reclaimed(instance: dg.DagsterInstance, previous: FleetSummary | None) -> tuple[int, int, int]:
@@ -118,8 +128,9 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     partitions = list(instance.get_dynamic_partitions(platform.partitions_name))
     healths = _healths(instance, partitions)
     states = _states(partitions, healths)
-    quarantined, conflicting, refused = _held(icepack.engine, instance, partitions)
-    attention = _attention(instance, states, healths, quarantined, refused)
+    held = _held(icepack.engine, instance, partitions)
+    budget = icepack.engine.rewrite_budget()
+    attention = _attention(instance, states, healths, held.quarantined, held.refused)
     previous_record = latest(instance, FLEET_SUMMARY)
     previous = decode_fleet(metadata_of(previous_record)) if previous_record else None
     files, size, seen = _reclaimed(instance, previous)
@@ -130,8 +141,10 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         table_states=states,
         maintenance_queued=_maintenance_runs(instance, platform, _QUEUED),
         maintenance_running=_maintenance_runs(instance, platform, _RUNNING),
-        quarantined=quarantined,
-        conflicting=conflicting,
+        quarantined=held.quarantined,
+        conflicting=held.conflicting,
+        paused_by_breakers=held.paused,
+        rewrite_budget=budget.describe() + (" (reached)" if budget.reached else "") if budget else None,
         files_reclaimed_total=files,
         bytes_reclaimed_total=size,
         maintenance_events_seen=seen,

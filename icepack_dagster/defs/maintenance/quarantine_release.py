@@ -17,7 +17,8 @@ class ReleaseQuarantineConfig(dg.Config):
 def release_quarantine(
     context: dg.OpExecutionContext, config: ReleaseQuarantineConfig, icepack: IcepackResource
 ) -> None:
-    """Resets a quarantined table's failure count, so the maintenance sensor considers it again."""
+    """Resets a quarantined table's failure count, so the maintenance sensor considers it again, and
+    what its circuit breakers count (they count its rewrites from the release on)."""
     claim_run(context, icepack.settings.platform, "operator")
     engine = icepack.engine
     key = engine.resolve(config.table)
@@ -25,11 +26,15 @@ def release_quarantine(
     engine.release_quarantine(key)
     context.log.info(
         f"{key.text}: released (was {'quarantined' if before.quarantined else 'not quarantined'}, "
-        f"{before.consecutive_failures} consecutive failures, last error: {before.last_error})"
+        f"{before.consecutive_failures} consecutive failures, last error: {before.last_error}; "
+        f"{len(before.recent_rewrites)} rewrites of the last day counted by its circuit breakers)"
     )
 
 
-@dg.job(tags={KIND_TAG: "operator"}, description="Release one table from quarantine (config: table).")
+@dg.job(
+    tags={KIND_TAG: "operator"},
+    description="Release one table from quarantine and its circuit breakers (config: table).",
+)
 def release_quarantine_job() -> None:
     release_quarantine()
 

@@ -96,6 +96,10 @@ def fleet_metadata(
             [("table", "string"), ("conflicts", "string")],
             [{"table": p, "conflicts": c} for p, c in sorted(summary.conflicting.items())],
         ),
+        "paused_by_breakers": table(
+            [("table", "string"), ("breakers", "string")],
+            [{"table": p, "breakers": r} for p, r in sorted(summary.paused_by_breakers.items())],
+        ),
         "files_reclaimed_total": dg.MetadataValue.int(summary.files_reclaimed_total),
         **byte_count("bytes_reclaimed_total", summary.bytes_reclaimed_total),
         "prometheus_file": dg.MetadataValue.path(metrics_path),

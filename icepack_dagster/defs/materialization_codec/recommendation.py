@@ -1,5 +1,5 @@
 """`maintenance_recommendation` metadata: what to run and why, what was left out and why, the table's
-quarantine state, and the recommendation record the maintenance run reads back."""
+quarantine state and circuit breakers, and the recommendation record the maintenance run reads back."""
 
 from __future__ import annotations
 
@@ -19,7 +19,13 @@ from icepack_dagster.defs.materialization_codec.records import (
 )
 from icepack_dagster.domain.health.judging import format_bytes
 from icepack_dagster.domain.outcomes.history import TableHistory
+from icepack_dagster.domain.recommendation.circuit_breakers import tripped_breaker
 from icepack_dagster.domain.recommendation.model import Recommendation
+
+
+def breaker_reasons(recommendation: Recommendation) -> dict[str, str]:
+    """The actions a circuit breaker pauses, with the breaker's reason (`circuit_breakers.py`)."""
+    return {s.action.value: s.reason for s in recommendation.skipped if tripped_breaker(s.reason)}
 
 
 def history_metadata(history: TableHistory) -> Metadata:
@@ -47,6 +53,9 @@ def recommendation_markdown(recommendation: Recommendation, history: TableHistor
         lines += [f"**quarantined** after {history.consecutive_failures} consecutive failures; last error:",
                   "", f"`{history.last_error}`", "",
                   "Release with `icepack quarantine release TABLE` or the `release_quarantine` job.", ""]
+    for action, reason in breaker_reasons(recommendation).items():
+        lines += [f"**`{action}` paused by the {tripped_breaker(reason)} circuit breaker** (its left-out "
+                  "reason below has the numbers and how it lifts).", ""]
     if history.consecutive_conflicts:
         lines += [f"**{history.consecutive_conflicts} maintenance(s) in a row conflicted** with a concurrent "
                   "writer (not failures; see the left-out reasons for the table's commit cadence).", ""]
@@ -80,6 +89,11 @@ def recommendation_metadata(recommendation: Recommendation, history: TableHistor
                           ("options", "string")], actions),
         "skipped": table([("action", "string"), ("reason", "string")], skipped),
         **history_metadata(history),
+        "circuit_breakers": table(
+            [("action", "string"), ("breaker", "string"), ("reason", "string")],
+            [{"action": a, "breaker": tripped_breaker(r) or "", "reason": r}
+             for a, r in breaker_reasons(recommendation).items()],
+        ),
         **record(RECOMMENDATION_JSON, recommendation.model_dump(mode="json")),
     }
 

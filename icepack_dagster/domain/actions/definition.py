@@ -80,12 +80,14 @@ def whole_table_estimate(
 @dataclass(frozen=True)
 class PlanningContext:
     """What a planner sees: the table's status, its policy, the codes of its health issues, the
-    moment, and what the actions planned before it in this recommendation leave behind."""
+    moment, how many maintenances in a row conflicted with a concurrent writer, and what the actions
+    planned before it in this recommendation leave behind."""
 
     status: TableStatus
     policy: Policy
     issues: frozenset[str]
     now: datetime
+    conflicts: int = 0
     deletes_applied: bool = False
     data_files_rewritten: bool = False
     hot_partitions_left_out: bool = False

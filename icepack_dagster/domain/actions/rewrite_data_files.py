@@ -7,7 +7,8 @@ by `compaction_planner`; without a layout, whole-table estimates) and how its ou
 - `min-input-files` is the policy's, lowered to the fewest candidates of any partition that holds two
   or more when small files are an issue: a partition's three small files are worth one file.
 - Partitions written within the policy's hot window are left out with a `where` filter, so compaction
-  does not conflict with the writers still appending to them.
+  does not conflict with the writers still appending to them. After conflicts in a row with concurrent
+  writers the window widens (`hot_window_minutes`): the next compaction narrows to colder partitions.
 - When no group can shrink (one small file per partition), nothing is recommended, and the reason
   says so; health names the cause (FINE_PARTITIONING).
 - Partial progress always runs with no failed commit tolerated (Iceberg would report a failed file
@@ -53,6 +54,8 @@ from icepack_dagster.domain.table.partition_layout import PartitionLayout
 from icepack_dagster.domain.table.status import TableStatus
 
 PARTIAL_PROGRESS = "partial-progress.enabled"
+WIDENED_FROM_MINUTES = 60.0  # the least a hot window widens from after conflicts
+MAX_HOT_MINUTES = 7 * 24 * 60.0
 MAX_FAILED_COMMITS = "partial-progress.max-failed-commits"
 
 
@@ -135,10 +138,27 @@ def applies_delete_files(status: TableStatus) -> bool:
     return status.leftover_position_delete_files + status.live_equality_delete_files > 0
 
 
+def hot_window_minutes(policy_minutes: float, conflicts: int) -> float:
+    """The hot window after `conflicts` maintenances in a row conflicted with a concurrent writer: the
+    policy's until the second, then doubling with each (from at least `WIDENED_FROM_MINUTES`, so a
+    window of 0 widens too), up to `MAX_HOT_MINUTES`. A writer that keeps committing to partitions
+    older than the policy's window is then left alone, and the colder partitions get compacted."""
+    if conflicts < 2:
+        return policy_minutes
+    widened = max(policy_minutes, WIDENED_FROM_MINUTES) * 2 ** (conflicts - 1)
+    return max(policy_minutes, min(widened, MAX_HOT_MINUTES))
+
+
 def choose_compaction(
-    status: TableStatus, policy: Policy, target: int, issues: frozenset[str], now: datetime
+    status: TableStatus,
+    policy: Policy,
+    target: int,
+    issues: frozenset[str],
+    now: datetime,
+    conflicts: int = 0,
 ) -> CompactionChoice | str:
-    """The rewrite to run, with options and prediction, or why there is none."""
+    """The rewrite to run, with options and prediction, or why there is none; `conflicts` is the number
+    of maintenances in a row that conflicted with a concurrent writer (they widen the hot window)."""
     layout = status.layout
     assert layout is not None  # the caller checks: without a layout there is nothing to plan
     apply_deletes = applies_delete_files(status)
@@ -152,12 +172,18 @@ def choose_compaction(
             "SMALL_FILES thresholds, and no delete files apply"
         )
     sizes = rewrite_sizes(status, layout, target)
-    since = int((now - timedelta(minutes=policy.hot_partition_minutes)).timestamp() * 1000)
+    hot_minutes = hot_window_minutes(policy.hot_partition_minutes, conflicts)
+    widened = hot_minutes != policy.hot_partition_minutes
+    window = f"{hot_minutes:g} minutes" + (
+        f" (widened from {policy.hot_partition_minutes:g} after {conflicts} maintenances in a row "
+        "conflicted with a concurrent writer)" if widened else ""
+    )
+    since = int((now - timedelta(minutes=hot_minutes)).timestamp() * 1000)
     hot, hot_labels, predicates = hot_partitions(layout, since)
     if hot and not predicates:
         return (
-            f"partitions {_listed(hot_labels)} were written in the last {policy.hot_partition_minutes:g} "
-            "minutes and their partition transform cannot be left out by a filter; compaction waits "
+            f"partitions {_listed(hot_labels)} were written in the last {window} "
+            "and their partition transform cannot be left out by a filter; compaction waits "
             "until they are quiet"
         )
     settled, settled_labels, settled_predicates = settled_partitions(layout, sizes, hot)
@@ -178,8 +204,8 @@ def choose_compaction(
     )
     if not prediction.groups and hot and smallest_mergeable_group(layout, leave_out=settled) is not None:
         return (
-            f"every partition with files to merge was written in the last {policy.hot_partition_minutes:g} "
-            f"minutes ({_listed(hot_labels)}); compaction waits until they are quiet "
+            f"every partition with files to merge was written in the last {window} "
+            f"({_listed(hot_labels)}); compaction waits until they are quiet "
             "(icepack.compaction.hot-minutes)"
         )
     if not prediction.groups and ratio is not None:
@@ -199,10 +225,7 @@ def choose_compaction(
     if where is not None:
         options["where"] = where
     if hot_labels:
-        notes.append(
-            f"partitions written in the last {policy.hot_partition_minutes:g} minutes are left out: "
-            f"{_listed(hot_labels)}"
-        )
+        notes.append(f"partitions written in the last {window} are left out: {_listed(hot_labels)}")
     if settled_labels:
         notes.append(
             "partitions whose small files a rewrite would write back as just as many files are left out: "
@@ -239,7 +262,9 @@ def plan(context: PlanningContext) -> ActionEstimate | str:
 
 def _planned(context: PlanningContext) -> ActionEstimate | str:
     s = context.status
-    choice = choose_compaction(s, context.policy, context.target_file_size_bytes, context.issues, context.now)
+    choice = choose_compaction(
+        s, context.policy, context.target_file_size_bytes, context.issues, context.now, context.conflicts
+    )
     if isinstance(choice, str):
         return choice
     applies_deletes = applies_delete_files(s)

@@ -13,6 +13,17 @@ from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.frozen_model import FrozenModel
 
 
+class RecentRewrite(FrozenModel):
+    """One rewrite of the table's files by icepack in the circuit breakers' window (since the last
+    release) that rewrote files: what the same-files breaker follows back through the snapshots."""
+
+    action: MaintenanceAction
+    planned_on: int | None = Field(description="The snapshot of main it was planned on (current at start)")
+    finished_at: datetime
+    files_rewritten: int = Field(ge=0)
+    bytes_rewritten: int = Field(ge=0)
+
+
 class TableHistory(FrozenModel):
     table: str
     last_succeeded: dict[MaintenanceAction, datetime] = Field(default_factory=dict)
@@ -37,6 +48,9 @@ class TableHistory(FrozenModel):
     bytes_rewritten_24h: int = Field(
         default=0, ge=0,
         description="Bytes its rewrites read in the last 24 hours, since the last release (breakers)",
+    )
+    recent_rewrites: tuple[RecentRewrite, ...] = Field(
+        default=(), description="Its rewrites in the last 24 hours that read bytes, newest first (breakers)"
     )
     violation: str | None = Field(
         default=None,

@@ -7,7 +7,8 @@ no commit for as long as the table's usual gap between commits (the median of it
 `MIN_QUIET_SECONDS`, at most `MAX_QUIET_SECONDS`). A table written at a steady pace may never go quiet
 that long, so the wait also ends after a backoff that doubles with each conflict in a row (from
 `FIRST_BACKOFF_SECONDS` up to `MAX_BACKOFF_SECONDS`). The reason given names the cadence and what would
-help: a maintenance window when writers pause, or hot partitions left out of compaction.
+help: a maintenance window when writers pause, or hot partitions left out of compaction (from the
+second conflict in a row compaction widens its hot window by itself: `rewrite_data_files.hot_window_minutes`).
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ def what_would_help(cadence: CommitCadence) -> str:
     return (
         "what would help: a maintenance window when its writers pause (icepack.maintenance.window), "
         "and for compaction leaving the partitions being written out (icepack.compaction.hot-minutes "
-        f"longer than the writers' reach back; the table {cadence.describe()})"
+        "longer than the writers' reach back; meanwhile the window widens with each conflict in a row; "
+        f"the table {cadence.describe()})"
     )
 
 

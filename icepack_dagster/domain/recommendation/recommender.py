@@ -3,7 +3,8 @@ and, for every action left out, the reason it was left out.
 
 Gates apply in this order: unknown health, table disabled, quarantine, no snapshot on any ref (all
 actions); then per action: disabled by policy, gc.enabled not true as Iceberg reads it (destructive
-actions), a table property Iceberg cannot read for the action, cadence, and finally whether
+actions), a table property Iceberg cannot read for the action, a tripped circuit breaker (shown before
+the cadence, so a pause is never hidden behind it), cadence, and finally whether
 the metadata shows anything to gain. The gains are estimates from metadata alone (docs/POLICY.md,
 "Recommendation"). Pure and deterministic given `now`.
 
@@ -21,7 +22,7 @@ from icepack_dagster.domain.actions.registry import ACTIONS
 from icepack_dagster.domain.health.model import TableHealth
 from icepack_dagster.domain.outcomes.history import TableHistory
 from icepack_dagster.domain.policy.model import Policy
-from icepack_dagster.domain.recommendation.circuit_breakers import amplification_breaker
+from icepack_dagster.domain.recommendation.circuit_breakers import RewriteBudget, breaker_pause
 from icepack_dagster.domain.recommendation.commit_cadence import conflict_wait
 from icepack_dagster.domain.recommendation.estimate import priority
 from icepack_dagster.domain.recommendation.gates import (
@@ -45,13 +46,15 @@ def recommend(
     history: TableHistory,
     now: datetime,
     ignore_cadence: bool = False,
+    budget: RewriteBudget | None = None,
 ) -> Recommendation:
     """What to run on this table now, in the registry's order, and why each other action is left out.
 
     Maintenance windows are not checked here: `in_window` gates when a run may start, so a
     recommendation can be shown at any time. `ignore_cadence` (a person's forced run) drops only the
     cadence gate and the wait after a conflict: quarantine, disabled actions, gc.enabled and the orphan
-    age floor still hold.
+    age floor still hold. `budget` is the deployment's daily rewrite budget, when one is set; the
+    circuit breakers (`circuit_breakers.py`) hold even for a forced run.
     """
     now = utc(now)
     gate = table_gate(status, health, policy, history) or (
@@ -61,7 +64,8 @@ def recommend(
         skipped_all = tuple(SkippedAction(action=spec.action, reason=gate) for spec in ACTIONS)
         return Recommendation(table=status.table, skipped=skipped_all)
     gc_disabled = not gc_enabled(status.properties)
-    context = PlanningContext(status, policy, frozenset(issue.code for issue in health.issues), now)
+    issues = frozenset(issue.code for issue in health.issues)
+    context = PlanningContext(status, policy, issues, now, conflicts=history.consecutive_conflicts)
     actions: list[RecommendedAction] = []
     skipped: list[SkippedAction] = []
     gains: list[Gain] = []
@@ -75,9 +79,9 @@ def recommend(
         else:
             reason = (
                 unreadable_for(action, spec.reads_properties, status.properties)
+                or breaker_pause(action, status, history, budget)
                 or (None if ignore_cadence else cadence_gate(action, policy, history, now))
                 or no_effect_gate(action, status, history)
-                or amplification_breaker(action, status, history)
             )
         if reason is None:
             plan = spec.plan(context)

@@ -1,7 +1,8 @@
 """The fleet view: how many tables are in each health state, what maintenance is pending or running,
-which tables need attention (unhealthy or quarantined, most urgent first, with their size), and what
-maintenance reclaimed; as markdown for the UI (the Dagster layer turns it into a sortable table and
-into Prometheus metrics: defs/fleet/metrics.py)."""
+which tables need attention (unhealthy or quarantined, most urgent first, with their size), which a
+circuit breaker pauses and the daily rewrite budget, and what maintenance reclaimed; as markdown for
+the UI (the Dagster layer turns it into a sortable table and into Prometheus metrics:
+defs/fleet/metrics.py)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,12 @@ class FleetSummary(FrozenModel):
         default_factory=dict,
         description="partition -> its conflicts with concurrent writers, for tables whose maintenance "
         "keeps conflicting",
+    )
+    paused_by_breakers: dict[str, str] = Field(
+        default_factory=dict, description="partition -> why a circuit breaker pauses its rewrites"
+    )
+    rewrite_budget: str | None = Field(
+        default=None, description="The deployment's daily rewrite budget and today's total, when one is set"
     )
     files_reclaimed_total: int = Field(default=0, ge=0)
     bytes_reclaimed_total: int = Field(default=0, ge=0)
@@ -105,6 +112,12 @@ def fleet_markdown(summary: FleetSummary) -> str:
     if summary.quarantined:
         lines += ["", f"**{len(summary.quarantined)} quarantined**: release with "
                   "`icepack quarantine release TABLE` or the `release_quarantine` job."]
+    if summary.paused_by_breakers:
+        lines += ["", f"**{len(summary.paused_by_breakers)} paused by a circuit breaker**: see "
+                  "`paused_by_breakers`; each lifts as its reason says, or with `icepack quarantine release "
+                  "TABLE` or the `release_quarantine` job."]
+    if summary.rewrite_budget:
+        lines += ["", f"Daily rewrite budget: {summary.rewrite_budget}."]
     if summary.conflicting:
         lines += ["", f"**{len(summary.conflicting)} keep conflicting with concurrent writers** (not "
                   "failures): see `conflicting`; each table's recommendation names its commit cadence and "

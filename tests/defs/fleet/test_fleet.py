@@ -2,7 +2,8 @@
 escaped labels, exact integers, the textfile replaced atomically), served over HTTP from Dagster's
 storage for a cluster to scrape, and the `fleet_summary` asset
 over a real instance: tables by state (a table not measured yet counts as unknown, never healthy),
-quarantined tables with their last error, maintenance runs in flight, the tables needing attention as
+quarantined tables with their last error, tables a circuit breaker pauses with its reason,
+maintenance runs in flight, the tables needing attention as
 a sortable table with readable sizes (the refresh sensor is exercised in
 tests/defs/test_dagster_loop.py)."""
 
@@ -29,6 +30,7 @@ from tests.defs.dagster_testkit import (
     apply_partition_requests,
     evaluate_sensor,
     record_failures,
+    record_rewrite,
     run_health_sync,
     small_file_table,
 )
@@ -124,6 +126,8 @@ def test_fleet_summary_asset(
     assert run_health_sync(defs, instance, [f"lake.{namespace}.fine", f"lake.{namespace}.small"]).success
     stuck = f"lake.{namespace}.small"
     record_failures(scoped_settings, stuck, 3, days_ago=1)
+    looping = f"lake.{namespace}.fine"
+    record_rewrite(scoped_settings, looping, bytes_in=10**12)  # far more than 10x its bytes in a day
     result = defs.resolve_job_def("fleet_refresh").execute_in_process(instance=instance)
     (event,) = result.asset_materializations_for_node("fleet_summary")
     metadata = event.metadata
@@ -135,6 +139,10 @@ def test_fleet_summary_asset(
     assert metadata["quarantined"].records[0].data == {
         "table": stuck, "last_error": f"{stuck}: rewrite_data_files: disk full"
     }
+    [paused] = metadata["paused_by_breakers"].records
+    assert paused.data["table"] == looping
+    assert paused.data["breakers"].startswith("circuit breaker (write amplification) tripped: 931.3 GiB")
+    assert "**1 paused by a circuit breaker**" in metadata["summary"].value
     assert metadata["maintenance_running"].value == 0
     assert "1 critical" in metadata["summary"].value
     attention = metadata[NEEDS_ATTENTION]

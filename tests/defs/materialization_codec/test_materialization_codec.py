@@ -160,6 +160,24 @@ def test_numbers_are_numeric_and_issues_a_table() -> None:
     )
 
 
+def test_a_paused_rewrite_shows_which_circuit_breaker_tripped() -> None:
+    reason = "circuit breaker (same files rewritten) tripped: rewrite_data_files rewrote this table 3 times"
+    paused = make_recommendation(table=TABLE, skipped=(
+        SkippedAction(action=MaintenanceAction.REWRITE_DATA_FILES, reason=reason),
+        SkippedAction(action=MaintenanceAction.EXPIRE_SNAPSHOTS, reason="cadence not elapsed"),
+    ))
+    rec_md = md.recommendation_metadata(paused, HISTORY)
+    breakers = rec_md["circuit_breakers"]
+    assert isinstance(breakers, dg.TableMetadataValue)
+    assert [r.data for r in breakers.records] == [
+        {"action": "rewrite_data_files", "breaker": "same files rewritten", "reason": reason}
+    ]
+    summary = rec_md[md.SUMMARY].value
+    assert "`rewrite_data_files` paused by the same files rewritten circuit breaker" in summary
+    unpaused = md.recommendation_metadata(RECOMMENDATION, HISTORY)["circuit_breakers"]
+    assert isinstance(unpaused, dg.TableMetadataValue) and unpaused.records == []
+
+
 def test_maintenance_impact_from_the_report() -> None:
     impact = maintenance_impact(REPORT)
     assert impact.before_after["data_files"] == (40, 1)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from icepack_dagster.domain.actions import rewrite_position_delete_files
 from icepack_dagster.domain.actions.definition import ActionEstimate, PlanningContext
 from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER, MaintenanceAction
+from icepack_dagster.domain.actions.rewrite_data_files import hot_window_minutes
 from icepack_dagster.domain.health.judging import assess_health, unknown_health
 from icepack_dagster.domain.health.model import TableHealth
 from icepack_dagster.domain.health.thresholds import HealthThresholds
@@ -135,6 +136,37 @@ def test_when_only_hot_partitions_could_merge_compaction_waits_and_says_so() -> 
         "until they are quiet "
         "(icepack.compaction.hot-minutes)"
     )
+
+
+def test_after_conflicts_in_a_row_compaction_narrows_to_colder_partitions() -> None:
+    """A writer committing to a partition written 90 minutes ago conflicts with compaction; from the
+    second conflict in a row the hot window doubles per conflict, and that partition is left out."""
+    status = make_status(**daily_layout(3, 4))
+    assert status.layout is not None
+    written = int((NOW - timedelta(minutes=90)).timestamp() * 1000)
+    *cold, warm = status.layout.candidates
+    candidates = (*cold, warm.model_copy(update={"last_write_ms": written}))
+    status = status.model_copy(update={"layout": status.layout.model_copy(update={"candidates": candidates})})
+    once = recommended(run(status, past=history(consecutive_conflicts=1)))[A.REWRITE_DATA_FILES]
+    assert once.prediction is not None and len(once.prediction.groups) == 4 and "where" not in once.options
+    twice = recommended(run(status, past=history(consecutive_conflicts=2)))[A.REWRITE_DATA_FILES]
+    assert twice.prediction is not None and len(twice.prediction.groups) == 3
+    assert twice.options["where"] == (
+        "NOT ((`ts` >= TIMESTAMP '2024-10-07 00:00:00+00:00' "
+        "AND `ts` < TIMESTAMP '2024-10-08 00:00:00+00:00'))"
+    )
+    assert twice.prediction.excluded_hot_partitions == ("ts_day=2024-10-07",)
+    assert (
+        "partitions written in the last 120 minutes (widened from 60 after 2 maintenances in a row "
+        "conflicted with a concurrent writer) are left out: ts_day=2024-10-07"
+    ) in twice.reason
+
+
+def test_the_widened_hot_window_doubles_per_conflict_up_to_a_week() -> None:
+    assert [hot_window_minutes(60, n) for n in (0, 1, 2, 3, 4)] == [60, 60, 120, 240, 480]
+    assert hot_window_minutes(0, 2) == 120  # a window of 0 widens too
+    assert hot_window_minutes(60, 40) == 7 * 24 * 60
+    assert hot_window_minutes(20_000, 3) == 20_000  # never narrower than the policy's
 
 
 def test_one_small_file_per_partition_is_not_compacted() -> None:
