@@ -37,6 +37,7 @@ from icepack_dagster.iceberg.manifest_summary import (
     ManifestSummary,
 )
 from icepack_dagster.iceberg.partition_layout_reader import partition_layout
+from icepack_dagster.iceberg.statistics_reader import read_statistics_freshness
 
 
 def _summaries(
@@ -201,6 +202,7 @@ def read_status(
         partition_count=len(partitions),
         layout=partition_layout(metadata, refs, summaries, small),
         snapshot_graph=snapshot_graph(metadata),
+        statistics=read_statistics_freshness(metadata),
     )
 
 

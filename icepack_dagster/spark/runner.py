@@ -159,6 +159,8 @@ class MaintenanceRunner:
         ) as spark_progress:
             result = self._execute(session, key, plan)
         after = meter.after()  # also after a failure: partial progress may have committed part of it
+        if meter.measures:  # a run no status is read around cannot be verified, nor measured
+            result = _verified(plan, result, before, after)
         ended = f" ({spark_progress.summary})" if spark_progress.summary else ""
         result = result.model_copy(update={"impact": measured(result.impact, before, after)})
         if commit_check is not None:
@@ -230,6 +232,20 @@ class MaintenanceRunner:
             error=error,
             reason=reason,
         )
+
+
+def _verified(
+    plan: PreparedAction, result: ActionResult, before: TableStatus | None, after: TableStatus | None
+) -> ActionResult:
+    """A succeeded action whose module checks the table's metadata after it (`verify`) and does not
+    find what the procedure said it did had no effect: never a success."""
+    verify = definition(plan.action).verify
+    if result.status != "succeeded" or verify is None:
+        return result
+    problem = verify(result.impact.procedure_output, before, after)
+    if problem is None:
+        return result
+    return result.model_copy(update={"status": "no_effect", "reason": f"no effect: {problem}"})
 
 
 def _rows(session: SparkSession, result: DataFrame) -> list[dict[str, Any]]:

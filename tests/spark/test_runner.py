@@ -395,7 +395,7 @@ SAMPLE_OPTIONS = {
 def test_every_allowlisted_option_is_accepted_by_the_bundled_iceberg(
     spark, catalogs: CatalogSet, namespace: str
 ) -> None:
-    key = make_table(catalogs, table_key(namespace, "all_options"), commits=3)
+    key = make_table(catalogs, table_key(namespace, "all_options"), commits=3, partitions=2)
     before = table_fingerprint(spark, qualified_table("lake", key))
     actions = []
     for kind in MaintenanceAction:

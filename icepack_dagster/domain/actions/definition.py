@@ -41,6 +41,7 @@ class ProcedureOption:
     validate: Validator
     rendering: Rendering = "plain"
     min_runtime: IcebergVersion | None = None
+    verify: Verifier | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,10 @@ OutputFields = tuple[str, str | None, str | None]
 OutcomeReader = Callable[[Sequence[Mapping[str, object]], Mapping[str, str]], ActionImpact]
 """What the procedure's result rows say it did, given the options it ran with."""
 
+Verifier = Callable[[Mapping[str, object], TableStatus | None, TableStatus | None], str | None]
+"""Why the table's metadata after the action does not show what the procedure's output says it did,
+given that output and the table's status just before and just after it; None when it does."""
+
 
 def first_row(rows: Sequence[Mapping[str, object]], options: Mapping[str, str]) -> ActionImpact:
     """A procedure's one result row, its numbers and text kept as the procedure output."""
@@ -151,6 +156,8 @@ class ActionDefinition:
     - `object_store_options`: options it takes when the table lives on an object store.
     - `expires_snapshots`: its snapshots before and after count as snapshots expired.
     - `min_runtime`: the oldest Iceberg runtime that has the procedure (None: any icepack runs on).
+    - `verify`: what the table's metadata after a run must show; a run it does not verify is
+      `no_effect`, never a success (`spark/runner.py`).
     - `commit_rules`: what its commits may change, checked after it ran
       (`engine/commit_verification.py`, `domain/outcomes/commit_invariants.py`).
     - `counts_rewritten_bytes`: its rewritten bytes count towards the write-amplification breaker
@@ -173,5 +180,6 @@ class ActionDefinition:
     object_store_options: Mapping[str, str] = field(default_factory=dict)
     expires_snapshots: bool = False
     min_runtime: IcebergVersion | None = None
+    verify: Verifier | None = None
     commit_rules: CommitRules | None = None
     counts_rewritten_bytes: bool = False

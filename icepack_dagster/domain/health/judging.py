@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 
 from icepack_dagster.domain.actions.compaction_planner import lone_small_files
 from icepack_dagster.domain.health.model import HealthIssue, HealthState, Severity, TableHealth
+from icepack_dagster.domain.health.stale_statistics import STALE_STATISTICS, stale_statistics
 from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.domain.table.iceberg_properties import (
     METADATA_DELETE_AFTER_COMMIT,
@@ -35,6 +36,7 @@ ISSUE_CODES: tuple[str, ...] = (
     OLD_SNAPSHOTS,
     METADATA_LOG_GROWTH,
     FINE_PARTITIONING,
+    STALE_STATISTICS,
 )
 
 # `unknown` ranks above `critical`: a table that cannot be measured needs a person most.
@@ -231,7 +233,8 @@ def _metadata_log(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
 
 
 _CHECKS = (
-    _small_files, _fine_partitioning, _manifests, _deletes, _snapshot_count, _snapshot_age, _metadata_log
+    _small_files, _fine_partitioning, _manifests, _deletes, _snapshot_count, _snapshot_age, _metadata_log,
+    stale_statistics,
 )
 
 

@@ -38,6 +38,12 @@ class HealthThresholds(FrozenModel):
     snapshot_age_critical_hours: float = Field(default=30 * 24, gt=0)
     metadata_log_warning: int = Field(default=150, ge=1)
     metadata_log_critical: int = Field(default=500, ge=1)
+    statistics_commits_behind_warning: int = Field(
+        default=50, ge=1, description="Statistics this many commits behind main are stale (warning only)"
+    )
+    statistics_rows_changed_warning: float = Field(
+        default=0.25, gt=0, description="Statistics are stale once commits since changed this share of rows"
+    )
 
     @model_validator(mode="after")
     def _critical_not_below_warning(self) -> HealthThresholds:

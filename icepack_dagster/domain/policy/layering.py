@@ -53,6 +53,10 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "icepack.compaction.delete-ratio-threshold": ("delete_ratio_threshold", parse_number),
     "icepack.snapshot.clean-expired-metadata": ("clean_expired_metadata", parse_flag),
     "icepack.compaction.max-files-per-run": ("max_files_per_run", parse_whole_number),
+    "icepack.stats.table.commits-behind": ("table_stats_commits_behind", parse_whole_number),
+    "icepack.stats.table.rows-changed": ("table_stats_rows_changed", parse_number),
+    "icepack.stats.partition.commits-behind": ("partition_stats_commits_behind", parse_whole_number),
+    "icepack.stats.partition.rows-changed": ("partition_stats_rows_changed", parse_number),
 }
 PROPERTY_NAMES: tuple[str, ...] = (
     *_PROPERTIES, *(f"icepack.action.{action}.enabled" for action in ACTION_ORDER)

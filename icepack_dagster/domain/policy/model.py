@@ -43,6 +43,7 @@ Failures = Annotated[int, Field(strict=True, ge=1, le=1000)]
 Boost = Annotated[float, Field(strict=True, ge=0, le=1000, allow_inf_nan=False)]
 Flag = Annotated[bool, Field(strict=True)]
 Share = Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
+Commits = Annotated[int, Field(strict=True, ge=1, le=1_000_000)]
 
 
 def _all_actions() -> dict[MaintenanceAction, bool]:
@@ -79,6 +80,25 @@ class Policy(FrozenModel):
         description="Expiry also removes the partition specs and schemas no retained snapshot uses "
         "(Iceberg's clean_expired_metadata, runtime 1.10 or later)",
     )
+    # Statistics are kept fresh only where a policy asks (off by default: actions/planners/statistics.py).
+    table_stats_commits_behind: Commits | None = Field(
+        default=None,
+        description="compute_table_stats when the table has no statistics for main, or they are this many "
+        "commits behind; None (with table_stats_rows_changed None): never, it reads every row",
+    )
+    table_stats_rows_changed: Share | None = Field(
+        default=None,
+        description="compute_table_stats also when commits since the statistics changed this share of rows",
+    )
+    partition_stats_commits_behind: Commits | None = Field(
+        default=None,
+        description="compute_partition_stats when a partitioned table has no partition statistics for main, "
+        "or they are this many commits behind; None (with partition_stats_rows_changed None): never",
+    )
+    partition_stats_rows_changed: Share | None = Field(
+        default=None,
+        description="compute_partition_stats also when commits since changed this share of rows",
+    )
     actions: dict[MaintenanceAction, Flag] = Field(default_factory=_all_actions)
     quarantine_after_failures: Failures = 3
     windows: tuple[MaintenanceWindow, ...] = Field(default=(), description="Empty: any time (UTC)")
@@ -107,6 +127,10 @@ class PolicyOverrides(FrozenModel):
     delete_ratio_threshold: Share | None = None
     max_files_per_run: FileCount | None = None
     clean_expired_metadata: Flag | None = None
+    table_stats_commits_behind: Commits | None = None
+    table_stats_rows_changed: Share | None = None
+    partition_stats_commits_behind: Commits | None = None
+    partition_stats_rows_changed: Share | None = None
     actions: dict[MaintenanceAction, Flag] = Field(default_factory=dict)
     quarantine_after_failures: Failures | None = None
     windows: tuple[MaintenanceWindow, ...] | None = None

@@ -15,6 +15,7 @@ from pydantic import Field
 from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.table.partition_layout import PartitionLayout
 from icepack_dagster.domain.table.snapshot_graph import SnapshotGraph
+from icepack_dagster.domain.table.statistics_freshness import StatisticsFreshness
 
 
 class FileSizeBucket(FrozenModel):
@@ -87,6 +88,9 @@ class TableStatus(FrozenModel):
     )
     snapshot_graph: SnapshotGraph | None = Field(
         default=None, description="Snapshots (id, parent, commit ms) and refs: what expiry would remove"
+    )
+    statistics: StatisticsFreshness | None = Field(
+        default=None, description="Which snapshot the table and partition statistics were computed for"
     )
 
     @property

@@ -31,7 +31,7 @@ from icepack_dagster.domain.table.partition_layout import (
     PartitionSpecLayout,
 )
 from icepack_dagster.domain.table.status import TableStatus
-from tests.factories import NOW, MiB, make_status
+from tests.factories import NOW, MiB, make_statistics, make_status
 
 A = MaintenanceAction
 DESTRUCTIVE = (A.EXPIRE_SNAPSHOTS, A.REMOVE_ORPHAN_FILES)
@@ -501,9 +501,9 @@ def test_unknown_health_gets_nothing() -> None:
 def test_actions_follow_action_order() -> None:
     status = make_status(
         **small_files(80, 100), live_position_delete_files=5, manifest_count=60, manifest_bytes=480_000,
-        snapshot_count=200, oldest_snapshot_age_seconds=900_000.0,
+        snapshot_count=200, oldest_snapshot_age_seconds=900_000.0, statistics=make_statistics(),
     )
-    r = run(status)
+    r = run(status, Policy(table_stats_commits_behind=10, partition_stats_commits_behind=10))
     assert [a.action for a in r.actions] == list(ACTION_ORDER)
     assert r.skipped == ()
 
