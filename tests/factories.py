@@ -13,6 +13,7 @@ from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.health.model import HealthIssue, HealthState, Severity, TableHealth
 from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction
+from icepack_dagster.domain.table.statistics_freshness import RegisteredStatistics, StatisticsFreshness
 from icepack_dagster.domain.table.status import TableStatus
 
 NOW = datetime(2025, 3, 14, 12, 0, tzinfo=UTC)
@@ -36,6 +37,31 @@ def make_status(**overrides: Any) -> TableStatus:
     deletes = fields["live_position_delete_files"] + fields["live_equality_delete_files"]
     fields.setdefault("live_delete_files", deletes)
     return TableStatus(**fields)
+
+
+def make_statistics(
+    table_behind: int | None = None,
+    partition_behind: int | None = None,
+    rows_changed: int = 0,
+    partitioned: bool = True,
+    snapshot_id: int = 1,
+) -> StatisticsFreshness:
+    """Statistics facts of a table at `snapshot_id`: table and partition statistics `*_behind` commits
+    behind main (None: main has none), those commits having changed `rows_changed` rows."""
+
+    def registered(behind: int | None, kind: str) -> RegisteredStatistics | None:
+        if behind is None:
+            return None
+        at = snapshot_id - behind
+        changed = rows_changed if behind else 0
+        path = f"file:///warehouse/ns/t/metadata/{kind}-{at}.stats"
+        return RegisteredStatistics(snapshot_id=at, path=path, commits_behind=behind, rows_changed=changed)
+
+    table, partition = registered(table_behind, "table"), registered(partition_behind, "partition")
+    return StatisticsFreshness(
+        partitioned=partitioned, table_statistics=table, partition_statistics=partition,
+        table_statistics_files=int(table is not None), partition_statistics_files=int(partition is not None),
+    )
 
 
 def make_issue(code: str, severity: Severity, value: float, **overrides: Any) -> HealthIssue:

@@ -19,6 +19,7 @@ EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_TO_DO, EXIT_TABLE_GONE, EXIT_DE
 EXIT_NO_EFFECT = 6  # an action ran but did nothing where its prediction planned work
 EXIT_CONFLICT = 7  # a concurrent writer's commit made Iceberg refuse an action's commit: nothing committed
 EXIT_VIOLATED = 8  # an action's commit broke an invariant: the table is paused until a person releases it
+EXIT_REFUSED = 9  # the Spark's Iceberg runtime cannot run an action safely on the table
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 

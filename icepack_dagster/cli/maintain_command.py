@@ -14,6 +14,7 @@ from icepack_dagster.cli.context import (
     EXIT_FAILED,
     EXIT_NO_EFFECT,
     EXIT_NOTHING_TO_DO,
+    EXIT_REFUSED,
     EXIT_TABLE_GONE,
     EXIT_VIOLATED,
     CommandContext,
@@ -69,12 +70,14 @@ def maintain(
 
 
 def _exit_code(outcomes: set[str], all_tables: bool) -> int:
-    """The worst outcome decides: a broken invariant over a failure over a conflict over a deferral over
-    a gone table over nothing to do."""
+    """The worst outcome decides: a broken invariant over a failure over a runtime refusal over a conflict
+    over a deferral over a gone table over nothing to do."""
     if "violated" in outcomes:
         return EXIT_VIOLATED
     if "failed" in outcomes:
         return EXIT_FAILED
+    if "refused" in outcomes:
+        return EXIT_REFUSED
     if "conflict" in outcomes:
         return EXIT_CONFLICT
     if "deferred" in outcomes:

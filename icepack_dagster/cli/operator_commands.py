@@ -149,14 +149,15 @@ def jars() -> None:
 @click.option(
     "--test-server",
     is_flag=True,
-    help="Also fetch Iceberg's REST catalog test server and its classpath (for the test suite).",
+    help="Also fetch the test suite's jars: Iceberg's REST catalog test server and its classpath, and an "
+    "older Iceberg runtime.",
 )
 def jars_fetch(into: Path | None, test_server: bool) -> None:
     """Download each pinned jar that is missing or damaged, and check its SHA-256; print their paths."""
     spark = load_settings().spark
     artifacts = jvm_artifacts.ARTIFACTS
     if test_server:
-        artifacts += jvm_artifacts.REST_CATALOG_TEST_SERVER
+        artifacts += jvm_artifacts.TEST_SUITE_JARS
     paths = jvm_artifacts.fetch(
         artifacts, into or spark.jar_cache, spark.maven_repository, progress=progress
     )

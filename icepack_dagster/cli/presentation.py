@@ -11,6 +11,7 @@ from icepack_dagster.domain.outcomes.prediction import PredictionAccuracy
 from icepack_dagster.domain.policy.layering import EffectivePolicy, explain_policy
 from icepack_dagster.domain.recommendation.model import Recommendation
 from icepack_dagster.domain.table.iceberg_properties import explain_iceberg_layer
+from icepack_dagster.domain.table.statistics_freshness import RegisteredStatistics
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.domain.table.unreferenced_files import UnreferencedFiles
 
@@ -46,17 +47,33 @@ def format_status(name: str, s: TableStatus) -> str:
             ("file sizes", histogram or "-"),
             (
                 "delete files",
-                f"{s.live_delete_files} ({s.live_position_delete_files} position, "
-                f"{s.live_equality_delete_files} equality)",
+                f"{s.live_delete_files} ({s.leftover_position_delete_files} position, "
+                f"{s.live_deletion_vectors} deletion vectors, {s.live_equality_delete_files} equality)",
             ),
+            ("deleted rows", f"{s.deletion_vector_records} by deletion vectors ({s.deleted_row_share:.1%})"),
             ("records", s.total_records),
             ("manifests", f"{s.manifest_count} ({human_bytes(s.manifest_bytes)})"),
             ("partitions", s.partition_count),
             ("snapshots", f"{s.snapshot_count}, oldest {human_age(s.oldest_snapshot_age_seconds)} old"),
             ("metadata log", s.metadata_log_entries),
             ("branches / tags", f"{s.branch_count} / {s.tag_count}"),
+            ("statistics", _statistics(s)),
         ]
     )
+
+
+def _statistics(s: TableStatus) -> str:
+    """Which snapshot main's table and partition statistics were computed for, and how far behind."""
+    if s.statistics is None:
+        return "-"
+
+    def one(kind: str, facts: RegisteredStatistics | None) -> str:
+        if facts is None:
+            return f"{kind} none"
+        return f"{kind} of snapshot {facts.snapshot_id}, {facts.commits_behind} commits behind"
+
+    facts = s.statistics
+    return f"{one('table', facts.table_statistics)}; {one('partition', facts.partition_statistics)}"
 
 
 def format_health(name: str, h: TableHealth) -> str:

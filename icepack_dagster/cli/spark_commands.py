@@ -1,5 +1,7 @@
 """`icepack spark connect-server`: a long-lived Spark Connect server with the Iceberg runtime, which
-maintenance reaches through an `sc://` master without starting a JVM per run (spark/connect_server.py)."""
+maintenance reaches through an `sc://` master without starting a JVM per run (spark/connect_server.py).
+`icepack spark runtime`: which Iceberg runtime the configured Spark runs, and what it may maintain
+(domain/actions/runtime_requirements.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from types import FrameType
 
 import click
 
+from icepack_dagster.cli.context import CommandContext, emit, json_option, pass_ctx
 from icepack_dagster.config.settings import load_settings
+from icepack_dagster.domain.actions.runtime_requirements import V3_MINIMUM, parse_version, shown
 from icepack_dagster.spark.connect_server import (
     DEFAULT_PORT,
     ConnectServerSize,
@@ -17,11 +21,28 @@ from icepack_dagster.spark.connect_server import (
     stop_connect_server,
     wait_until_serving,
 )
+from icepack_dagster.spark.iceberg_runtime import iceberg_runtime
 
 
 @click.group()
 def spark() -> None:
-    """Spark for maintenance: a long-lived Spark Connect server."""
+    """Spark for maintenance: a long-lived Spark Connect server, and the Iceberg runtime it runs."""
+
+
+@spark.command("runtime")
+@json_option
+@pass_ctx
+def runtime(ctx: CommandContext, as_json: bool) -> None:
+    """The Iceberg runtime of the configured Spark (asked of the session, also over Spark Connect)."""
+    engine = ctx.engine
+    version = iceberg_runtime(engine.spark())
+    parsed = parse_version(version)
+    v3 = parsed is not None and parsed >= V3_MINIMUM
+    data = {"master": engine.settings.spark.master, "iceberg_runtime": version, "format_v3_tables": v3}
+    emit(data, as_json, lambda: (
+        f"{data['master']}: Iceberg {version or 'unknown (no answer to IcebergBuild.version())'}; "
+        f"format v3 tables {'maintained' if v3 else f'refused (needs {shown(V3_MINIMUM)} or later)'}"
+    ))
 
 
 @spark.command("connect-server")

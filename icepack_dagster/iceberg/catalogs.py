@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Callable
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy.engine import Engine as SqlEngine
 
@@ -36,6 +37,11 @@ from icepack_dagster.iceberg.catalog_errors import (
     with_retries,
 )
 from icepack_dagster.iceberg.catalog_listings.glue_listing import glue_metadata_locations
+from icepack_dagster.iceberg.catalog_listings.rest_conditional_loads import (
+    ConditionalLoad,
+    ConditionalLoads,
+    rest_catalog_of,
+)
 from icepack_dagster.iceberg.catalog_listings.sql_listing import listing_engine, metadata_locations
 
 if TYPE_CHECKING:
@@ -43,6 +49,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 logger = logging.getLogger(__name__)
+Loaded = TypeVar("Loaded")
 
 
 def prepare_embedded_catalog(catalog: EmbeddedCatalogSettings, settings: IcepackSettings) -> None:
@@ -93,6 +100,7 @@ class CatalogSet:
         self.settings = settings
         self._open = lru_cache(maxsize=None)(self._open_uncached)
         self._listing_engine = lru_cache(maxsize=None)(self._listing_engine_uncached)
+        self._rest_loads: dict[str, ConditionalLoads] = {}
 
     def _open_uncached(self, name: str) -> Catalog:
         return open_catalog(name, self.settings)
@@ -106,7 +114,7 @@ class CatalogSet:
         """The current metadata file of each of `identifiers` (a table missing from the result does not
         exist), listed without loading any table: a SQL catalog's own table, read without PyIceberg, or
         a Glue catalog's paginated table listing through PyIceberg's Glue client. None for REST
-        catalogs, which list no metadata files: their tables are loaded one by one to learn it."""
+        catalogs, which list no metadata files: each table is asked with `load_if_changed`."""
         engine = self._listing_engine(name)
         if engine is not None:
             return metadata_locations(engine, name, identifiers)
@@ -118,6 +126,17 @@ class CatalogSet:
         if not isinstance(catalog, GlueCatalog):  # a Glue entry always opens one; say so if not
             raise InternalError(f"catalog {name!r} is configured as Glue but opened {type(catalog).__name__}")
         return glue_metadata_locations(catalog.glue, name, identifiers)
+
+    def load_if_changed(self, catalog: Catalog, key: TableKey, etag: str | None) -> ConditionalLoad:
+        """Table `key` of the opened `catalog`, unless the catalog says it is unchanged since the answer
+        that carried `etag` (`ConditionalLoad(None, etag)`): a REST catalog whose server sends ETags is
+        asked with `If-None-Match` (`catalog_listings/rest_conditional_loads.py`, whether its server
+        sends them learnt once per catalog); any other catalog loads the table. Errors as `load_table`'s."""
+        rest = rest_catalog_of(catalog)
+        if rest is None:
+            return ConditionalLoad(load_table(catalog, key), None)
+        loads = self._rest_loads.setdefault(key.catalog, ConditionalLoads(rest))
+        return _loading(key, lambda: loads.load(key.identifier, etag))
 
     def _listing_engine_uncached(self, name: str) -> SqlEngine | None:
         catalog = catalog_settings(name, self.settings)
@@ -147,10 +166,15 @@ def load_table(catalog: Catalog, key: TableKey) -> Table:
     """The PyIceberg table. A missing one is `TableNotFoundError`; a catalog that keeps failing
     transiently (retried with backoff) `CatalogUnavailableError`; a bug `InternalError` (traceback
     logged); anything else `MetadataReadError`; each naming the table."""
+    return _loading(key, lambda: catalog.load_table(key.identifier))
+
+
+def _loading(key: TableKey, load: Callable[[], Loaded]) -> Loaded:
+    """`load` of table `key`, retried and with its errors translated as `load_table` says."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
     try:
-        return with_retries(lambda: catalog.load_table(key.identifier))
+        return with_retries(load)
     except (NoSuchTableError, NoSuchNamespaceError):
         raise TableNotFoundError(
             f"table {key.text} does not exist in catalog {key.catalog!r} (dropped or renamed?)"

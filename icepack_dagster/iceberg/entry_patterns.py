@@ -17,7 +17,7 @@ from typing import Any, cast
 from icepack_dagster.iceberg.avro_walk import Node, decode_long, encode_long
 
 # The entry values status reads, in the order `ManifestEntries` yields them.
-ROLES = ("status", "content", "partition", "records", "size", "snapshot")
+ROLES = ("status", "content", "partition", "records", "size", "snapshot", "format")
 
 _VARINT = rb"[\x80-\xff]*+[\x00-\x7f]"
 _COMMON_LENGTHS = (8, 16, 4, 1, 0)  # bounds of longs and doubles, truncated strings, ints

@@ -1,15 +1,15 @@
 """Manifest entries decoded from Avro by patterns compiled from an entry's shape.
 
-Status needs six values of a manifest entry (status, snapshot id, content, partition, record count, file
-size), all at its front; the rest of an entry is column statistics for every column. Avro records carry
-no length, so the statistics must still be walked to reach the next entry, and that walk made fastavro
-slow (about 10k entries/s on a 22-column table, even with a projected reader schema). Here the walk runs
-in Python's C regular-expression engine: an entry's shape (union branches, array block counts, where
-long strings are) is learnt from one entry decoded exactly in Python, then compiled into a pattern that
-matches exactly the Avro encoding of entries of that shape and captures the six values. Strings and
-bytes inside arrays (column bounds) match by their one- or two-byte length prefix, so entries whose
-bounds differ in length (up to 1023 bytes) share a pattern. An entry that fits no known shape is decoded
-exactly and teaches a new one; a pattern never guesses (bench/HISTORY.md).
+Status needs seven values of a manifest entry (status, snapshot id, content, file format, partition,
+record count, file size), all at its front; the rest of an entry is column statistics for every column.
+Avro records carry no length, so the statistics must still be walked to reach the next entry, and that
+walk made fastavro slow (about 10k entries/s on a 22-column table, even with a projected reader schema).
+Here the walk runs in Python's C regular-expression engine: an entry's shape (union branches, array
+block counts, where long strings are) is learnt from one entry decoded exactly in Python, then compiled
+into a pattern that matches exactly the Avro encoding of entries of that shape and captures the seven
+values. Strings and bytes inside arrays (column bounds) match by their one- or two-byte length prefix,
+so entries whose bounds differ in length (up to 1023 bytes) share a pattern. An entry that fits no known
+shape is decoded exactly and teaches a new one; a pattern never guesses (bench/HISTORY.md).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from icepack_dagster.iceberg.entry_patterns import ROLES, Shape, Values, shape_f
 _ENTRY_ROLES: dict[int, Any] = {
     0: "status",
     1: "snapshot",
-    2: {134: "content", 102: "partition", 103: "records", 104: "size"},
+    2: {134: "content", 101: "format", 102: "partition", 103: "records", 104: "size"},
 }
 
 _COMPILE_WORTH = 32  # entries left in a manifest that repay compiling a pattern (~7 ms; ~22 long bounds)
@@ -61,7 +61,7 @@ def _schema(schema: dict[str, Any], text: str | None) -> _Schema:
 
 class ManifestEntries:
     """The entries of one manifest (the Avro file's bytes) as raw (status, content, partition, records,
-    size, snapshot) values: Avro encodings, None for a field the schema lacks (content in v1).
+    size, snapshot, file format) values: Avro encodings, None for a field the schema lacks (content in v1).
     Compare them with `encode_long`, read numbers with `decode_long` and partition tuples with
     `partition`; kept raw because most entries need only two numbers. `expected` is the manifest's
     entry count if known."""

@@ -122,6 +122,9 @@ _DELETED, _DATA, _POSITION = (
     encode_long(CONTENT_DATA),
     encode_long(CONTENT_POSITION_DELETES),
 )
+# A deletion vector is a position delete entry whose file format is Puffin (Iceberg writes the name in
+# capitals; the spec's formats are case-insensitive).
+_PUFFIN = {encode_long(len(name)) + name for name in (b"PUFFIN", b"puffin", b"Puffin")}
 
 
 def _partition_files(
@@ -152,6 +155,8 @@ def _partition_files(
                 tuple(sorted(snapshots)),
                 position_delete_files=tally[6],
                 position_delete_bytes=tally[7],
+                deletion_vectors=tally[8],
+                deleted_rows=tally[9],
             )
         )
     return tuple(sorted(found, key=_by_values))
@@ -167,16 +172,18 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
         return EMPTY_SUMMARY
     entries = ManifestEntries(_read(io, ref.path).getvalue(), ref.path, ref.entries)
     data_files = data_bytes = records = small_files = small_bytes = delete_bytes = 0
-    pos_files = pos_records = eq_files = eq_records = 0
+    pos_files = pos_records = eq_files = eq_records = vectors = vector_records = 0
     histogram = [0] * len(SIZE_BUCKET_LABELS)
     partitions: set[bytes] = set()
-    # per partition: small, bytes, large, bytes, deletes, snapshots, position deletes, their bytes
+    # per partition: small, bytes, large, bytes, deletes, snapshots, position delete files, their bytes,
+    # deletion vectors, the rows they delete
     tallies: dict[bytes, list[Any]] = {}
     bounds, large = SIZE_BUCKET_BOUNDS, large_file_threshold(small_threshold)
-    for status, content, partition, raw_records, raw_size, raw_snapshot in entries:
+    for status, content, partition, raw_records, raw_size, raw_snapshot, raw_format in entries:
         if status == _DELETED:
             continue
         size = decode_long(raw_size)
+        vector = False
         if content is None or content == _DATA:  # v1 manifests have no content: data only
             data_files += 1
             data_bytes += size
@@ -194,7 +201,12 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
         else:
             if content == _POSITION:
                 pos_files += 1
-                pos_records += decode_long(raw_records)
+                deleted = decode_long(raw_records)
+                pos_records += deleted
+                vector = raw_format in _PUFFIN
+                if vector:
+                    vectors += 1
+                    vector_records += deleted
             else:
                 eq_files += 1
                 eq_records += decode_long(raw_records)
@@ -202,10 +214,13 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
             index = 4
         tally = tallies.get(partition)
         if tally is None:
-            tally = tallies[partition] = [0, 0, 0, 0, 0, set(), 0, 0]
+            tally = tallies[partition] = [0, 0, 0, 0, 0, set(), 0, 0, 0, 0]
         tally[index] += 1
         if index < 4:
             tally[index + 1] += size
+        elif vector:
+            tally[8] += 1
+            tally[9] += decode_long(raw_records)
         elif content == _POSITION:
             tally[6] += 1
             tally[7] += size
@@ -216,6 +231,8 @@ def summarize_manifest(io: FileIO, ref: ManifestRef, small_threshold: int) -> Ma
         records=records,
         position_delete_files=pos_files,
         position_delete_records=pos_records,
+        deletion_vectors=vectors,
+        deletion_vector_records=vector_records,
         equality_delete_files=eq_files,
         equality_delete_records=eq_records,
         delete_bytes=delete_bytes,

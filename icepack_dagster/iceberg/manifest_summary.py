@@ -29,10 +29,15 @@ class PartitionFiles:
     large_bytes: int = 0
     delete_files: int = 0
     snapshot_ids: tuple[int, ...] = ()
-    # Position delete files among `delete_files` and their bytes; None in a summary stored before
-    # they were counted (the position-delete planner then falls back to whole-table estimates).
+    # Position delete files (Parquet, Avro, ORC; not deletion vectors) among `delete_files` and their
+    # bytes; None in a summary stored before they were counted (the position-delete planner then falls
+    # back to whole-table estimates).
     position_delete_files: int | None = None
     position_delete_bytes: int | None = None
+    # Deletion vectors (format v3: a Puffin blob per data file) among `delete_files`, and the rows they
+    # delete (a deletion vector's record count is its cardinality).
+    deletion_vectors: int = 0
+    deleted_rows: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +47,10 @@ class ManifestSummary:
     data_files: int = 0
     data_bytes: int = 0
     records: int = 0
-    position_delete_files: int = 0
+    position_delete_files: int = 0  # deletion vectors included
     position_delete_records: int = 0
+    deletion_vectors: int = 0  # content 1 in file format PUFFIN (format v3), not a position delete file
+    deletion_vector_records: int = 0  # rows the deletion vectors delete (their cardinalities)
     equality_delete_files: int = 0
     equality_delete_records: int = 0
     delete_bytes: int = 0

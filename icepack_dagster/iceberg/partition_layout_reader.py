@@ -37,7 +37,7 @@ def partition_layout(
     merged: dict[tuple[int, tuple[Any, ...]], list[Any]] = {}
     for ref, summary in zip(refs, summaries, strict=True):
         for files in summary.partition_files:
-            counts = merged.setdefault((ref.spec_id, files.values), [0] * 5 + [-1, 0, 0])
+            counts = merged.setdefault((ref.spec_id, files.values), [0] * 5 + [-1, 0, 0, 0, 0])
             found = (files.small_files, files.small_bytes, files.large_files, files.large_bytes)
             for index, value in enumerate((*found, files.delete_files)):
                 counts[index] += value
@@ -45,6 +45,8 @@ def partition_layout(
             counts[5] = max([counts[5], *written])
             for index, count in ((6, files.position_delete_files), (7, files.position_delete_bytes)):
                 counts[index] = None if count is None or counts[index] is None else counts[index] + count
+            counts[8] += files.deletion_vectors
+            counts[9] += files.deleted_rows
     specs = tuple(
         PartitionSpecLayout(
             spec_id=spec.spec_id,
@@ -72,6 +74,8 @@ def partition_layout(
             last_write_ms=c[5] if c[5] >= 0 else None,
             position_delete_files=c[6],
             position_delete_bytes=c[7],
+            deletion_vectors=c[8],
+            deleted_rows=c[9],
         )
         for (spec_id, values), c in merged.items()
     )

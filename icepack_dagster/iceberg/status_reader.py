@@ -37,6 +37,7 @@ from icepack_dagster.iceberg.manifest_summary import (
     ManifestSummary,
 )
 from icepack_dagster.iceberg.partition_layout_reader import partition_layout
+from icepack_dagster.iceberg.statistics_reader import read_statistics_freshness
 
 
 def _summaries(
@@ -180,12 +181,14 @@ def read_status(
         snapshot_span_ms=snapshot_span(metadata),
         live_data_files=sum(s.data_files for s in summaries),
         live_position_delete_files=position_files,
+        live_deletion_vectors=sum(s.deletion_vectors for s in summaries),
         live_equality_delete_files=equality_files,
         live_delete_files=position_files + equality_files,
         live_data_bytes=sum(s.data_bytes for s in summaries),
         live_delete_bytes=sum(s.delete_bytes for s in summaries),
         total_records=sum(s.records for s in summaries),
         position_delete_records=sum(s.position_delete_records for s in summaries),
+        deletion_vector_records=sum(s.deletion_vector_records for s in summaries),
         equality_delete_records=sum(s.equality_delete_records for s in summaries),
         target_file_size_bytes=target,
         small_file_threshold_bytes=small,
@@ -199,6 +202,7 @@ def read_status(
         partition_count=len(partitions),
         layout=partition_layout(metadata, refs, summaries, small),
         snapshot_graph=snapshot_graph(metadata),
+        statistics=read_statistics_freshness(metadata),
     )
 
 

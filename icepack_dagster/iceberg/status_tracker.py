@@ -4,10 +4,12 @@ An Iceberg table's facts are fixed by its metadata file; only the snapshot ages 
 a tracker that knows a table's last status and the metadata file it came from need not read the table
 again while that file is current. A listing gives every table's current metadata location (SQL
 catalogs: one query, `catalog_listings/sql_listing.py`; Glue: one paginated listing per database,
-`catalog_listings/glue_listing.py`); REST catalogs load each table (one request) to learn it. A changed
-table is read again, decoding only manifests the tracker's `ManifestCache` has not seen. The catalog is
-opened through PyIceberg only when some table must be loaded, so a refresh of unchanged tables of a SQL
-catalog never imports PyIceberg.
+`catalog_listings/glue_listing.py`); REST catalogs are asked per table, with the status's `ETag` as
+`If-None-Match` where the server sends ETags (`catalog_listings/rest_conditional_loads.py`: a 304 is an
+unchanged table, neither transferred nor parsed), else by loading it. A changed table is read again,
+decoding only manifests the tracker's `ManifestCache` has not seen. The catalog is opened through
+PyIceberg only when some table must be loaded, so a refresh of unchanged tables of a SQL catalog never
+imports PyIceberg.
 
 What the tracker knows comes from its own earlier refreshes or, in a new process, from `remember`
 (the platform seeds it with each table's last materialized status).
@@ -28,7 +30,7 @@ from icepack_dagster.domain.table.file_size_limits import file_size_limits
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus, snapshot_ages
 from icepack_dagster.exceptions import IcepackError, TableNotFoundError
-from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
+from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.manifest_cache import ManifestCache
 
 if TYPE_CHECKING:
@@ -55,7 +57,8 @@ class _Outcome(FrozenModel):
     """What refreshing one table found: a status (read or aged) or an error."""
 
     status: TableStatus | None = None
-    known: _Known | None = None  # set when the table was read
+    known: _Known | None = None  # what to know from now on: set when the table was loaded
+    read: bool = False  # measured anew (else its known status was aged)
     error: str | None = None
 
 
@@ -109,7 +112,7 @@ class StatusTracker:
                 catalog = catalogs.get(name)
             except IcepackError as error:
                 catalog = error  # each table that must be loaded fails with it; the others are aged
-        outcomes = self._outcomes(catalog, keys, kept, thresholds, now, locations)
+        outcomes = self._outcomes(catalogs, catalog, keys, kept, thresholds, now, locations)
         statuses: dict[str, TableStatus] = {}
         read: list[str] = []
         unchanged: list[str] = []
@@ -123,9 +126,7 @@ class StatusTracker:
             statuses[key.text] = outcome.status
             if outcome.known is not None:
                 self._known[key] = outcome.known
-                read.append(key.text)
-            else:
-                unchanged.append(key.text)
+            (read if outcome.read else unchanged).append(key.text)
         return FleetRefresh(
             statuses=statuses, read=tuple(read), unchanged=tuple(unchanged), failures=failures
         )
@@ -142,6 +143,7 @@ class StatusTracker:
 
     def _outcomes(
         self,
+        catalogs: CatalogSet,
         catalog: Catalog | IcepackError | None,
         keys: Sequence[TableKey],
         kept: dict[TableKey, _Known | None],
@@ -153,7 +155,7 @@ class StatusTracker:
             still = kept[key]
             if still is not None:
                 return _Outcome(status=_aged(still, now))
-            return self._refresh_one(catalog, key, thresholds, now, locations)
+            return self._refresh_one(catalogs, catalog, key, thresholds, now, locations)
 
         if self.table_workers == 1 or len(keys) <= 1:
             return [one(key) for key in keys]
@@ -162,13 +164,15 @@ class StatusTracker:
 
     def _refresh_one(
         self,
+        catalogs: CatalogSet,
         catalog: Catalog | IcepackError | None,
         key: TableKey,
         thresholds: HealthThresholds,
         now: datetime,
         locations: dict[tuple[str, ...], str] | None,
     ) -> _Outcome:
-        """Load the table and read its status, unless its metadata file is the one already measured."""
+        """Load the table and read its status, unless its catalog says it is unchanged (a REST server's
+        304) or its metadata file is the one already measured."""
         known = self._known.get(key)
         if known is not None and not _same_limits(key, known.status, thresholds):
             known = None  # thresholds changed since: small-file counts must be taken again
@@ -179,10 +183,21 @@ class StatusTracker:
             if isinstance(catalog, IcepackError):
                 raise catalog
             assert catalog is not None, "refresh opens the catalog whenever a table must be loaded"
-            table = load_table(catalog, key)
+            etag = known.status.catalog_etag if known is not None else None
+            loaded = catalogs.load_if_changed(catalog, key, etag)
+            if loaded.table is None:
+                assert known is not None, "only a load that sent the known status's ETag is answered 304"
+                return _Outcome(status=_aged(known, now))
+            table = loaded.table
             if known is not None and table.metadata_location == known.metadata_location:
-                return _Outcome(status=_aged(known, now))  # a catalog without a location listing
+                if loaded.etag == known.status.catalog_etag:
+                    return _Outcome(status=_aged(known, now))  # a catalog without a location listing
+                # the same table under a new ETag (a status from before ETags): keep the ETag from now on
+                renewed = known.status.model_copy(update={"catalog_etag": loaded.etag})
+                known = known.model_copy(update={"status": renewed})
+                return _Outcome(status=_aged(known, now), known=known)
             status, span = self._read(table, key, thresholds, now)
+            status = status.model_copy(update={"catalog_etag": loaded.etag})
         except IcepackError as error:
             return _Outcome(error=str(error))
         except Exception as error:  # storage and catalog clients raise their own errors: one table fails
@@ -190,7 +205,7 @@ class StatusTracker:
             return _Outcome(error=f"table {key.text}: status could not be read ({problem})")
         # The listed location, when older than the loaded one, makes the next refresh read again: safe.
         known = _Known(metadata_location=listed or table.metadata_location, status=status, snapshot_span=span)
-        return _Outcome(status=status, known=known)
+        return _Outcome(status=status, known=known, read=True)
 
     def _read(
         self, table: Table, key: TableKey, thresholds: HealthThresholds, now: datetime

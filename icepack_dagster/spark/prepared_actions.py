@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.actions.registry import definition
+from icepack_dagster.domain.actions.runtime_requirements import runtime_refusal
 from icepack_dagster.domain.recommendation.model import RecommendedAction
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP, guard_action, render_call
 from icepack_dagster.domain.sql.spark_overrides import render_set, resolve_overrides
@@ -25,13 +26,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PreparedAction:
-    """One action ready to run (statements) or refused before running (error)."""
+    """One action ready to run (statements), refused before running (error), or refused because the
+    Spark's Iceberg runtime cannot do it safely (runtime_refusal: an outcome of its own)."""
 
     action: MaintenanceAction
     statements: tuple[str, ...] = ()
     error: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
     prediction: RewritePrediction | None = None
+    runtime_refusal: str | None = None
 
 
 def prepare_actions(
@@ -81,3 +84,14 @@ def refused_by_session(key: TableKey, session: SparkSession, plan: PreparedActio
         if str(session.conf.get(setting, "")).strip().lower() == refused:
             return replace(plan, statements=(), error=f"table {key.text}: {plan.action} refused: {why}")
     return plan
+
+
+def runtime_gate(
+    key: TableKey, plan: PreparedAction, runtime: str | None, format_version: int | None
+) -> PreparedAction:
+    """Refuse an action (or an option of it) that the session's Iceberg runtime cannot do safely on a
+    table of this format version (`domain/actions/runtime_requirements.py`)."""
+    if plan.error is not None:
+        return plan
+    refusal = runtime_refusal(key.text, plan.action, plan.options, format_version, runtime)
+    return plan if refusal is None else replace(plan, statements=(), runtime_refusal=refusal)

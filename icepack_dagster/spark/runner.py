@@ -5,7 +5,9 @@ Spark Connect, a fresh server-side session: see `spark/connect.py`), or in a bat
 session with the table's `icepack.spark.sql.*` overrides restored after it; either way they never reach
 another table. Everything that can be refused is refused before Spark is touched
 (`spark/prepared_actions.py`: options, overrides, safety guards, and the session settings an action's module
-refuses, such as one that switches off Iceberg's own 24-hour guard for orphan removal). What a
+refuses, such as one that switches off Iceberg's own 24-hour guard for orphan removal). What the
+session's Iceberg runtime cannot do safely on the table (format v3 on an old runtime, an action or
+option it lacks, as each action's module declares) is `refused`, an outcome of its own. What a
 procedure's output says it did is read as the action's module says (`domain/actions/`). While an
 action runs, Spark's progress goes to the same progress callback as the runner's own lines
 (`spark/progress.py`). A failing action stops the table's later
@@ -37,7 +39,13 @@ from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import IcepackError, MaintenanceError, TableNotFoundError
 from icepack_dagster.spark.failures import error_class, failure_hint, is_conflict, spark_error_message
-from icepack_dagster.spark.prepared_actions import PreparedAction, prepare_actions, refused_by_session
+from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, table_format_version
+from icepack_dagster.spark.prepared_actions import (
+    PreparedAction,
+    prepare_actions,
+    refused_by_session,
+    runtime_gate,
+)
 from icepack_dagster.spark.progress import REPORT_INTERVAL_SECONDS, ProgressSink, reported_progress
 from icepack_dagster.spark.session import is_connect_session
 from icepack_dagster.spark.status_meter import StatusMeter, StatusReader, measured
@@ -107,6 +115,9 @@ class MaintenanceRunner:
             raise MaintenanceError(f"table {key.text}: this runner has no Spark session (dry runs only)")
         with self._sessions.session_for(self._catalog, _override_keys(key, properties or {})) as session:
             self._check_exists(key, session)
+            runtime = iceberg_runtime(session)
+            format_version = table_format_version(session, self._catalog, key)
+            plans = [runtime_gate(key, plan, runtime, format_version) for plan in plans]
             plans = [refused_by_session(key, session, plan) for plan in plans]
             for plan in plans:
                 results.append(self._one(key, plan, results, session, meter, progress, commit_check))
@@ -134,6 +145,9 @@ class MaintenanceRunner:
         if plan.error is not None:
             progress(plan.error)
             return self._unrun(plan, "failed", error=plan.error)
+        if plan.runtime_refusal is not None:
+            progress(plan.runtime_refusal)
+            return self._unrun(plan, "refused", reason=plan.runtime_refusal)
         if session is None:
             return self._unrun(plan, "dry_run")
         before = meter.before()
@@ -145,6 +159,8 @@ class MaintenanceRunner:
         ) as spark_progress:
             result = self._execute(session, key, plan)
         after = meter.after()  # also after a failure: partial progress may have committed part of it
+        if meter.measures:  # a run no status is read around cannot be verified, nor measured
+            result = _verified(plan, result, before, after)
         ended = f" ({spark_progress.summary})" if spark_progress.summary else ""
         result = result.model_copy(update={"impact": measured(result.impact, before, after)})
         if commit_check is not None:
@@ -216,6 +232,20 @@ class MaintenanceRunner:
             error=error,
             reason=reason,
         )
+
+
+def _verified(
+    plan: PreparedAction, result: ActionResult, before: TableStatus | None, after: TableStatus | None
+) -> ActionResult:
+    """A succeeded action whose module checks the table's metadata after it (`verify`) and does not
+    find what the procedure said it did had no effect: never a success."""
+    verify = definition(plan.action).verify
+    if result.status != "succeeded" or verify is None:
+        return result
+    problem = verify(result.impact.procedure_output, before, after)
+    if problem is None:
+        return result
+    return result.model_copy(update={"status": "no_effect", "reason": f"no effect: {problem}"})
 
 
 def _rows(session: SparkSession, result: DataFrame) -> list[dict[str, Any]]:

@@ -59,6 +59,11 @@ class StatusMeter:
             self._progress(f"table {self._key.text}: status could not be read for the impact: {error}")
             return None
 
+    @property
+    def measures(self) -> bool:
+        """Whether it reads the table's status at all (a dry-run-only runner's does not)."""
+        return self._read_status is not None
+
     def before(self) -> TableStatus | None:
         return self._last or self._read()
 

@@ -219,6 +219,7 @@ def _judge(
         violation = violation or (run.error if run.outcome == "violated" else None)
     conflicts = next((i for i, r in enumerate(runs) if r.outcome != "conflict"), len(runs))
     last_run_at = next((aware(r.finished_at) for r in runs if r.outcome != RELEASED), None)
+    latest_run = next((r for r in runs if r.outcome != RELEASED), None)
     quarantined = failures >= quarantine_after_failures or violation is not None
     return TableHistory(
         table=table,
@@ -228,6 +229,7 @@ def _judge(
         last_error=last_error,
         quarantined=quarantined,
         quarantined_at=aware(runs[0].finished_at) if quarantined and runs else None,
+        refused=latest_run.error if latest_run is not None and latest_run.outcome == "refused" else None,
         no_effect_on=_no_effect_on(latest),
         consecutive_conflicts=conflicts,
         last_conflict_at=aware(runs[0].finished_at) if conflicts else None,

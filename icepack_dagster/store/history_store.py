@@ -73,7 +73,7 @@ class HistoryStore:
                     started_at=report.started_at,
                     finished_at=report.finished_at,
                     outcome=report.outcome,
-                    error=report.first_error or report.conflict,
+                    error=report.first_error or report.refusal or report.conflict,
                     report=report.model_dump_json(),
                 )
             )

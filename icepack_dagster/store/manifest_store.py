@@ -34,7 +34,7 @@ _log = logging.getLogger(__name__)
 _metadata = MetaData()
 _CHUNK = 500
 
-SUMMARY_VERSION = 3  # bump when what a summary holds or how it is computed changes: a new table starts
+SUMMARY_VERSION = 4  # bump when what a summary holds or how it is computed changes: a new table starts
 manifest_summaries = Table(
     f"icepack_manifest_summaries_v{SUMMARY_VERSION}",
     _metadata,

@@ -34,6 +34,7 @@ from icepack_dagster.domain.sql.spark_overrides import ALLOWED, SQL_PROPERTY_PRE
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.spark.iceberg_runtime import RUNTIME_PROBE
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.store.history_store import HistoryStore
 from tests.engine.safety_testkit import RecordingSpark
@@ -51,9 +52,11 @@ FUZZ = settings(max_examples=12, deadline=None, derandomize=True, suppress_healt
 
 def assert_only_allowed_sql(executed: list[str], keys: list[TableKey]) -> None:
     """Every statement is the session setup, an allowlisted SET with a canonical value, a CALL of a
-    known procedure on one of `keys`, or the runner's read-only existence probe of one of `keys`."""
+    known procedure on one of `keys`, the runner's read-only existence probe of one of `keys`, or its
+    read-only probes of the session's Iceberg runtime and of the format version of one of `keys`."""
     literals = {sql_string(quote_identifier("lake", *key.identifier)) for key in keys}
-    probes = {existence_probe("lake", key) for key in keys}
+    probes = {existence_probe("lake", key) for key in keys} | {RUNTIME_PROBE}
+    probes |= {f"SHOW TBLPROPERTIES {qualified_table('lake', key)} ('format-version')" for key in keys}
     for statement in executed:
         if statement == "SET spark.sql.variable.substitute=false" or statement in probes:
             continue

@@ -314,7 +314,7 @@ def decoded(path: Path) -> list[tuple[Any, ...]]:
     return [
         (decode_long(status), decode_long(content), entries.partition(partition), decode_long(records),
          decode_long(size), entries.snapshot(snapshot))
-        for status, content, partition, records, size, snapshot in entries
+        for status, content, partition, records, size, snapshot, _ in entries
     ]
 
 

@@ -71,6 +71,10 @@ def spark_facts(spark, qualified: str, small_threshold: int) -> dict[str, object
         f"SELECT count(*), sum(length), sum(CASE WHEN content = 0 THEN 1 ELSE 0 END) "
         f"FROM {qualified}.manifests"
     )
+    vectors, vector_records = one(
+        f"SELECT count(*), coalesce(sum(record_count), 0) FROM {qualified}.files "
+        "WHERE content = 1 AND upper(file_format) = 'PUFFIN'"
+    )
     refs = {r["name"]: (r["type"], r["snapshot_id"]) for r in spark.table(f"{qualified}.refs").collect()}
     return {
         "snapshot_id": refs["main"][1] if "main" in refs else None,
@@ -79,6 +83,8 @@ def spark_facts(spark, qualified: str, small_threshold: int) -> dict[str, object
         "total_records": files(0, "records"),
         "live_position_delete_files": files(1, "n"),
         "position_delete_records": files(1, "records"),
+        "live_deletion_vectors": vectors,
+        "deletion_vector_records": int(vector_records),
         "live_equality_delete_files": files(2, "n"),
         "equality_delete_records": files(2, "records"),
         "live_delete_files": files(1, "n") + files(2, "n"),
@@ -202,6 +208,7 @@ def test_deletion_vectors_in_format_v3(spark, catalogs, namespace) -> None:
     assert_matches_spark(spark, status, qualified)
     assert status.format_version == 3
     assert (status.live_position_delete_files, status.position_delete_records) == (1, 1)
+    assert (status.live_deletion_vectors, status.deletion_vector_records) == (1, 1)
 
 
 @CATALOGS

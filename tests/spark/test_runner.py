@@ -384,6 +384,7 @@ SAMPLE_OPTIONS = {
     "partial-progress.max-commits": "3", "partial-progress.max-failed-commits": "0",
     "rewrite-job-order": "bytes-desc", "delete-file-threshold": "3", "delete-ratio-threshold": "0.3",
     "use-starting-sequence-number": "true", "remove-dangling-deletes": "false", "strategy": "binpack",
+    "max-files-to-rewrite": "100",
     "where": "id >= 0",
     "use_caching": "false", "spec_id": "0", "older_than": "2020-01-01T00:00:00Z", "retain_last": "3",
     "max_concurrent_deletes": "2", "stream_results": "true", "clean_expired_metadata": "false",
@@ -394,7 +395,7 @@ SAMPLE_OPTIONS = {
 def test_every_allowlisted_option_is_accepted_by_the_bundled_iceberg(
     spark, catalogs: CatalogSet, namespace: str
 ) -> None:
-    key = make_table(catalogs, table_key(namespace, "all_options"), commits=3)
+    key = make_table(catalogs, table_key(namespace, "all_options"), commits=3, partitions=2)
     before = table_fingerprint(spark, qualified_table("lake", key))
     actions = []
     for kind in MaintenanceAction:

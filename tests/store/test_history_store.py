@@ -101,6 +101,26 @@ def test_a_table_found_gone_is_no_failure(store: HistoryStore, request: pytest.F
     assert history.consecutive_failures == 1 and history.last_run_at == T0 + timedelta(seconds=1)
 
 
+def test_a_runtime_refusal_is_told_and_is_no_failure(
+    store: HistoryStore, request: pytest.FixtureRequest
+) -> None:
+    table = f"lake.ns.{request.node.callspec.id}_refused"
+    why = f"table {table}: rewrite_data_files refused: this Spark runs Iceberg 1.8.1, and ..."
+    refused = ActionResult(
+        action=MaintenanceAction.REWRITE_DATA_FILES, status="refused", statements=(), duration_seconds=0.0,
+        reason=why,
+    )
+    store.record(_report(table, "failed", T0))
+    report = MaintenanceReport(table=table, started_at=T0 + timedelta(hours=1),
+                               finished_at=T0 + timedelta(hours=1), results=(refused,))
+    assert report.outcome == "refused"
+    store.record(report)
+    history = store.history(table, quarantine_after_failures=1)
+    assert (history.refused, history.consecutive_failures, history.quarantined) == (why, 0, False)
+    store.record(_report(table, "succeeded", T0 + timedelta(hours=2)))
+    assert store.history(table, quarantine_after_failures=1).refused is None
+
+
 def _judged(table: str, status: str, at: datetime, snapshot: int, done: int) -> MaintenanceReport:
     judged = PredictedActual(
         planned=ActionFigures(files_in=12, files_out=4, bytes_in=1200),

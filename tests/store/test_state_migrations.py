@@ -169,8 +169,8 @@ def test_an_old_database_is_adopted_and_upgraded_at_start_up_without_loss(url: s
     assert _revision(url) == schema_migrations.head_revision()
     assert {t: _rows(url, t) for t in before} == before
     tables = set(inspect(create_engine(url)).get_table_names())
-    assert {"icepack_action_predictions", "icepack_table_leases", "icepack_manifest_summaries_v3"} <= tables
-    dead = {"icepack_manifest_summaries_v1", "icepack_manifest_summaries_v2", "icepack_schema_version"}
+    assert {"icepack_action_predictions", "icepack_table_leases", "icepack_manifest_summaries_v4"} <= tables
+    dead = {f"icepack_manifest_summaries_v{v}" for v in (1, 2, 3)} | {"icepack_schema_version"}
     assert not dead & tables  # dead caches, the old version table
     assert history.history("lake.ns.broken", quarantine_after_failures=3) == TableHistory(
         table="lake.ns.broken",
@@ -193,7 +193,8 @@ def test_an_old_database_is_adopted_and_upgraded_at_start_up_without_loss(url: s
 
 
 def test_a_database_at_the_previous_head_gains_empty_table_facts_and_keeps_its_history(url: str) -> None:
-    """0003 -> 0004: the table facts start empty (the next health sync fills them), numbering from 1."""
+    """0003 -> head: the table facts (0004) start empty (the next health sync fills them), numbering from
+    1."""
     engine = create_engine(url)
     config = schema_migrations._config()
     with engine.begin() as connection:
@@ -217,6 +218,39 @@ def test_a_database_at_the_previous_head_gains_empty_table_facts_and_keeps_its_h
     assert [(e.table, e.health_event, e.health) for e in facts.health_events_after(0, 10)] == [
         ("lake.ns.t", 1, health)
     ]
+
+
+def test_a_database_with_table_facts_gains_deletion_vector_summaries_and_keeps_its_facts(url: str) -> None:
+    """0004 -> 0005: the manifest summaries that counted deletion vectors as position delete files are a
+    cache, dropped for version 4 (decoded again on first use); the facts and the history stay."""
+    engine = create_engine(url)
+    config = schema_migrations._config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0004")
+    engine.dispose()
+    with create_engine(url).begin() as connection:
+        connection.execute(insert(history_tables.maintenance_runs).values(
+            table_key="lake.ns.t", started_at=T0, finished_at=T0, outcome="refused", error="too old"
+        ))
+        connection.execute(insert(table_facts.table_facts).values(
+            deployment="icepack", table_key="lake.ns.t", operator_verdict="runtime_refused",
+            outcome="refused", files_reclaimed=3, bytes_reclaimed=300,
+        ))
+        connection.execute(text(
+            "INSERT INTO icepack_manifest_summaries_v3 (path, small_threshold, summary, stored_at) "
+            "VALUES ('s3://w/m.avro', 1, '{}', :at)"
+        ), {"at": T0})
+    kept = {"icepack_maintenance_runs": "id", "icepack_table_facts": "table_key"}
+    before = {t: _rows(url, t, order) for t, order in kept.items()}
+
+    state_database.upgrade_state_database(url)
+
+    assert _revision(url) == schema_migrations.head_revision() == "0005"
+    assert {t: _rows(url, t, order) for t, order in kept.items()} == before
+    tables = set(inspect(create_engine(url)).get_table_names())
+    assert "icepack_manifest_summaries_v4" in tables and "icepack_manifest_summaries_v3" not in tables
+    assert _rows(url, "icepack_manifest_summaries_v4", "path") == []
 
 
 def test_icepack_state_upgrade_adopts_an_old_database_once(url: str, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ never from Dagster's event log, so deleting runs leaves the summary unchanged.""
 
 import functools
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import dagster as dg
 
@@ -37,13 +38,22 @@ def _states(partitions: list[str], healths: dict[str, TableHealth]) -> dict[str,
     return {p: healths[p].state if p in healths else HealthState.UNKNOWN for p in partitions}
 
 
-def _quarantined_and_conflicting(
+class _Held(NamedTuple):
+    """Tables held back from plain automatic maintenance, each with why."""
+
+    quarantined: dict[str, str]  # with the last error
+    conflicting: dict[str, str]  # keeps conflicting with concurrent writers: how often, the last conflict
+    paused: dict[str, str]  # a circuit breaker pauses its rewrites: the breakers' reasons
+    refused: dict[str, str]  # its latest maintenance refused by the Spark's Iceberg runtime: why
+
+
+def _held(
     engine: Engine, instance: dg.DagsterInstance, partitions: list[str], measured: dict[str, MeasuredTable]
-) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
-    """The quarantined tables with their last error, the tables whose maintenance keeps conflicting
-    with concurrent writers with their last conflict (their recommendation says the cadence and what
-    would help), and the tables a circuit breaker pauses with its reasons."""
-    quarantined, conflicting, histories = {}, {}, {}
+) -> _Held:
+    """The quarantined tables, those whose maintenance keeps conflicting (their recommendation says the
+    cadence and what would help), those a circuit breaker pauses, and those whose latest maintenance
+    the Spark's Iceberg runtime refused."""
+    quarantined, conflicting, refused, histories = {}, {}, {}, {}
     for partition, history, _ in table_histories(engine, instance, partitions, measured):
         histories[partition] = history
         if history.quarantined:
@@ -51,7 +61,9 @@ def _quarantined_and_conflicting(
         elif history.consecutive_conflicts >= KEEPS_CONFLICTING:
             conflicting[partition] = (f"{history.consecutive_conflicts} in a row; last: "
                                       f"{history.last_conflict or 'no detail recorded'}")
-    return quarantined, conflicting, _paused_by_breakers(measured, histories)
+        if history.refused:
+            refused[partition] = history.refused
+    return _Held(quarantined, conflicting, _paused_by_breakers(measured, histories), refused)
 
 
 def _paused_by_breakers(
@@ -85,8 +97,9 @@ def build_fleet_summary(deployment_name: str) -> dg.AssetsDefinition:
 
 def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -> dg.MaterializeResult:
     """Tables by health state, maintenance pending and running, the tables that need attention
-    (unhealthy or quarantined, as a sortable table with their sizes), and files and bytes reclaimed so
-    far. Also written as Prometheus metrics for node-exporter's textfile collector.
+    (unhealthy, quarantined or refused by their Spark's Iceberg runtime, as a sortable table with their
+    sizes), and files and bytes reclaimed so far. Also written as Prometheus metrics for node-exporter's
+    textfile collector.
 
     Grain: one materialization per refresh, after each health sync or maintenance run.
     """
@@ -97,12 +110,10 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     measured = icepack.engine.facts.measured(partitions)
     healths = {p: m.health for p, m in measured.items() if m.health is not None}
     states = _states(partitions, healths)
-    quarantined, conflicting, paused = _quarantined_and_conflicting(
-        icepack.engine, instance, partitions, measured
-    )
+    held = _held(icepack.engine, instance, partitions, measured)
     budget = icepack.engine.rewrite_budget()
     sizes = {p: m.status.live_data_bytes for p, m in measured.items() if m.status is not None}
-    attention = needing_attention(states, healths, sizes, quarantined)
+    attention = needing_attention(states, healths, sizes, held.quarantined, held.refused)
     files, size = icepack.engine.facts.reclaimed()
     summary = FleetSummary(
         generated_at_epoch=utc_now().timestamp(),
@@ -111,9 +122,9 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
         table_states=states,
         maintenance_queued=_maintenance_runs(instance, platform, _QUEUED),
         maintenance_running=_maintenance_runs(instance, platform, _RUNNING),
-        quarantined=quarantined,
-        conflicting=conflicting,
-        paused_by_breakers=paused,
+        quarantined=held.quarantined,
+        conflicting=held.conflicting,
+        paused_by_breakers=held.paused,
         rewrite_budget=budget.describe() + (" (reached)" if budget.reached else "") if budget else None,
         files_reclaimed_total=files,
         bytes_reclaimed_total=size,

@@ -44,7 +44,8 @@ from icepack_dagster.exceptions import IcepackError
 
 # outcomes after which the table is measured again
 _CHANGED = ("succeeded", "no_effect", "failed", "conflict", "violated")
-_UNRUN = ("failed", "violated", "deferred", "table_gone")  # outcomes whose check fails with the reason
+# outcomes whose check fails with the reason
+_UNRUN = ("failed", "violated", "deferred", "table_gone", "refused")
 NOT_A_PARTITION = "not a partition"
 
 Outcome = tuple[str, str | None]  # the table's outcome, and why when nothing (or a failure) ran
@@ -114,6 +115,8 @@ def maintain_one(
         reason = judged.unrun[1]
     elif outcome == "conflict":
         reason = report.conflict
+    elif outcome == "refused":  # the Spark's Iceberg runtime cannot do it: a person must act
+        reason = next((r.reason for r in report.results if r.status == "refused" and r.reason), outcome)
     if reason is not None:
         context.log.warning(f"{partition}: {reason}")
         metadata[outcome] = dg.MetadataValue.text(reason)

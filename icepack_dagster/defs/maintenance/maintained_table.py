@@ -133,6 +133,8 @@ def why_nothing_changed(report: MaintenanceReport, config: MaintenanceConfig) ->
         planned = [r for r in report.results if r.status == "dry_run"]
         return (f"{len(planned)} action(s) would run ({', '.join(r.action for r in planned)}); their SQL "
                 "is in `sql`; nothing was changed")
+    if report.outcome == "refused":  # a person must give the table a Spark whose runtime can do it
+        return "; ".join(r.reason or "" for r in report.results if r.status == "refused")
     if report.outcome == "conflict":
         return (f"{report.conflict}; not a failure: the next attempt waits for a quieter moment "
                 "(see the recommendation)")

@@ -28,7 +28,8 @@ NEEDS_ATTENTION = "needs_attention"
 ATTENTION_PAGES = "needs_attention_pages"
 _ATTENTION_COLUMNS = [
     ("table", "string"), ("state", "string"), ("issues", "string"), ("size", "string"),
-    ("data_bytes", "int"), ("quarantined", "bool"), ("last_error", "string"), ("page", "string"),
+    ("data_bytes", "int"), ("quarantined", "bool"), ("last_error", "string"), ("refused", "string"),
+    ("page", "string"),
 ]
 _ACCURACY_COLUMNS = [
     ("action", "string"), ("runs", "int"), ("no_effect_runs", "int"), ("planned_files_in", "int"),
@@ -52,6 +53,7 @@ def attention_pages_markdown(summary: FleetSummary, health_key: dg.AssetKey) -> 
     lines = [
         f"- [{row.table}]({partition_page(health_key, row.table)}): {row.state.value}"
         + (", quarantined" if row.quarantined else "")
+        + (", refused by its Spark's Iceberg runtime" if row.refused else "")
         + (f" ({', '.join(row.issues)})" if row.issues else "")
         for row in summary.attention
     ]
@@ -68,6 +70,7 @@ def _attention_row(row: TableAttention, health_key: dg.AssetKey) -> dict[str, An
         "data_bytes": -1 if row.data_bytes is None else row.data_bytes,
         "quarantined": row.quarantined,
         "last_error": row.last_error or "",
+        "refused": row.refused or "",
         "page": partition_page(health_key, row.table),
     }
 

@@ -9,6 +9,7 @@ It follows `BinPackRewriteFilePlanner` and `SizeBasedFileRewritePlanner` of Iceb
   more than one file and more bytes than the target, or more bytes than max-file-size-bytes, or a file
   with too many deletes;
 - a rewritten group writes `expected_output_files(bytes)` files (Iceberg's own rounding).
+- `max-files-to-rewrite` takes groups until a budget is spent (`within_budget`: which, it cannot tell).
 Groups larger than max-file-group-size-bytes (100 GiB) are split by Iceberg; this counts their bytes
 as one group. Which data files deletes apply to is not in the summaries, so a group with delete files
 is counted with one data file per delete file besides its small and large ones; and a group of earlier
@@ -78,10 +79,19 @@ class _Group:
     small: int = 0
     bytes: int = 0
     deletes: int = 0
+    vectors: int = 0
+    deleted_rows: int = 0
 
     @property
     def exact(self) -> bool:
         return self.deletes == 0
+
+    def deleted_share(self, average_records: float) -> float:
+        """The share of rows the group's deletion vectors delete in the data files they point at, each
+        file taken at the table's average record count (which file holds how many rows is not known)."""
+        if not self.vectors or average_records <= 0:
+            return 0.0
+        return self.deleted_rows / (self.vectors * average_records)
 
 
 def expected_output_files(size: int, sizes: RewriteSizes) -> int:
@@ -123,6 +133,8 @@ def _groups(layout: PartitionLayout, candidates: Iterable[PartitionCandidates]) 
         group.small += found.small_files
         group.bytes += found.small_bytes + found.large_bytes
         group.deletes += found.delete_files
+        group.vectors += found.deletion_vectors
+        group.deleted_rows += found.deleted_rows
     return list(groups.values())
 
 
@@ -144,19 +156,26 @@ def predict_rewrite(
     *,
     apply_deletes: bool = False,
     leave_out: frozenset[tuple[int, tuple[Any, ...]]] = frozenset(),
+    delete_ratio: float | None = None,
+    average_records: float = 0.0,
 ) -> RewritePrediction:
     """What a bin-pack `rewrite_data_files` with these options rewrites; `leave_out` partitions
     ((spec id, values)) are excluded by the rewrite's `where`. With `apply_deletes`
-    (delete-file-threshold 1) a data file with deletes is a candidate whatever its size."""
+    (delete-file-threshold 1) a data file with deletes is a candidate whatever its size. With
+    `delete_ratio` (delete-ratio-threshold, format v3) a data file whose deletion vector deletes that
+    share of its rows is one; `average_records` per data file stands for each file's own count."""
     kept = [c for c in layout.candidates if (c.spec_id, c.values) not in leave_out]
     predicted = []
     exact = True
     for group in _groups(layout, kept):
+        by_ratio = delete_ratio is not None and group.deleted_share(average_records) >= delete_ratio
         if apply_deletes and group.deletes:
             group.files += group.deletes  # assume each delete file touches one more data file
-        if not _rewritten(group, sizes, min_input_files, apply_deletes):
+        elif by_ratio:  # one data file per deletion vector, taken to be among the small ones if any
+            group.files = max(group.files, group.vectors)
+        if not (by_ratio or _rewritten(group, sizes, min_input_files, apply_deletes)):
             continue
-        exact = exact and (group.exact or not apply_deletes) and not group.earlier_specs
+        exact = exact and (group.exact or not (apply_deletes or by_ratio)) and not group.earlier_specs
         out = expected_output_files(group.bytes, sizes) if group.bytes else 1
         predicted.append(
             GroupPrediction(partition=group.label, files_in=group.files, bytes_in=group.bytes, files_out=out)
@@ -191,11 +210,12 @@ def lone_small_files(layout: PartitionLayout) -> int:
 def settled_partitions(
     layout: PartitionLayout, sizes: RewriteSizes, leave_out: frozenset[tuple[int, tuple[Any, ...]]]
 ) -> tuple[frozenset[tuple[int, tuple[Any, ...]]], list[str], list[str]]:
-    """Current-spec partitions whose candidates are all small, with no deletes, that a rewrite would
-    write back as just as many files (Iceberg spreads a remainder evenly, so two 280 MiB files, 560 MiB
-    over a 512 MiB target, come out as two 280 MiB files again): their keys, labels and the predicates
-    a `where` needs to leave them out (empty when one cannot be expressed). Rewriting them changes
-    nothing but the snapshot, so compaction leaves them out, or it would ask for them forever."""
+    """Current-spec partitions whose candidates are all small, with no deletes (deletion vectors
+    included: a rewrite applies them, and one above the delete ratio must stay in reach), that a rewrite
+    would write back as just as many files (Iceberg spreads a remainder evenly, so two 280 MiB files,
+    560 MiB over a 512 MiB target, come out as two 280 MiB files again): their keys, labels and the
+    predicates a `where` needs to leave them out (empty when one cannot be expressed). Rewriting them
+    changes nothing but the snapshot, so compaction leaves them out, or it would ask for them forever."""
     fields = layout.spec(layout.current_spec_id).fields
     if not fields:
         return frozenset(), [], []
@@ -203,7 +223,7 @@ def settled_partitions(
     settled = [
         g
         for g in _groups(layout, kept)
-        if g.files > 1 and g.small == g.files and not g.deletes and not g.earlier_specs
+        if g.files > 1 and g.small == g.files and not (g.deletes or g.vectors) and not g.earlier_specs
         and expected_output_files(g.bytes, sizes) >= g.files
     ]
     keys = frozenset(key for g in settled for key in g.keys)
@@ -239,3 +259,17 @@ def hot_partitions(
 
 def hot_filter(predicates: list[str]) -> str | None:
     return excluding(predicates) if predicates else None
+
+
+def within_budget(prediction: RewritePrediction, budget: int) -> RewritePrediction:
+    """Iceberg's max-files-to-rewrite: groups are taken until the budget is spent, the last one cut to
+    what is left, in the order of its partition map (not predictable here): files in are the budget
+    exactly, which groups and the files out are not known."""
+    share = budget / prediction.files_in
+    return RewritePrediction(
+        files_in=budget,
+        bytes_in=int(prediction.bytes_in * share),
+        files_out=max(1, round(prediction.files_out * share)),
+        exact=False,
+        excluded_hot_partitions=prediction.excluded_hot_partitions,
+    )

@@ -41,6 +41,7 @@ class ProcedureOption:
     validate: Validator
     rendering: Rendering = "plain"
     min_runtime: IcebergVersion | None = None
+    verify: Verifier | None = None
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,8 @@ class ActionEstimate:
     """What an action's planner decides before it becomes a `RecommendedAction`: the reason, the
     procedure options, the expected gain and the prediction the outcome is checked against; and what
     it leaves for the actions after it (it applies every delete file; it rewrites data files, so the
-    manifests it leaves are unknown). The SQL that runs it is another thing: `spark/prepared_actions.py`'s
-    `PreparedAction`."""
+    manifests it leaves are unknown; it leaves hot partitions out, and their delete files with them).
+    The SQL that runs it is another thing: `spark/prepared_actions.py`'s `PreparedAction`."""
 
     reason: str
     options: dict[str, str] = field(default_factory=dict)
@@ -66,6 +67,7 @@ class ActionEstimate:
     prediction: RewritePrediction | None = None
     applies_deletes: bool = False
     rewrites_data_files: bool = False
+    leaves_out_hot_partitions: bool = False
 
 
 def whole_table_estimate(
@@ -88,6 +90,7 @@ class PlanningContext:
     conflicts: int = 0
     deletes_applied: bool = False
     data_files_rewritten: bool = False
+    hot_partitions_left_out: bool = False
 
     @property
     def target_file_size_bytes(self) -> int:
@@ -99,6 +102,7 @@ class PlanningContext:
             self,
             deletes_applied=self.deletes_applied or plan.applies_deletes,
             data_files_rewritten=self.data_files_rewritten or plan.rewrites_data_files,
+            hot_partitions_left_out=self.hot_partitions_left_out or plan.leaves_out_hot_partitions,
         )
 
 
@@ -114,6 +118,10 @@ OutputFields = tuple[str, str | None, str | None]
 
 OutcomeReader = Callable[[Sequence[Mapping[str, object]], Mapping[str, str]], ActionImpact]
 """What the procedure's result rows say it did, given the options it ran with."""
+
+Verifier = Callable[[Mapping[str, object], TableStatus | None, TableStatus | None], str | None]
+"""Why the table's metadata after the action does not show what the procedure's output says it did,
+given that output and the table's status just before and just after it; None when it does."""
 
 
 def first_row(rows: Sequence[Mapping[str, object]], options: Mapping[str, str]) -> ActionImpact:
@@ -148,6 +156,8 @@ class ActionDefinition:
     - `object_store_options`: options it takes when the table lives on an object store.
     - `expires_snapshots`: its snapshots before and after count as snapshots expired.
     - `min_runtime`: the oldest Iceberg runtime that has the procedure (None: any icepack runs on).
+    - `verify`: what the table's metadata after a run must show; a run it does not verify is
+      `no_effect`, never a success (`spark/runner.py`).
     - `commit_rules`: what its commits may change, checked after it ran
       (`engine/commit_verification.py`, `domain/outcomes/commit_invariants.py`).
     - `counts_rewritten_bytes`: its rewritten bytes count towards the write-amplification breaker
@@ -170,5 +180,6 @@ class ActionDefinition:
     object_store_options: Mapping[str, str] = field(default_factory=dict)
     expires_snapshots: bool = False
     min_runtime: IcebergVersion | None = None
+    verify: Verifier | None = None
     commit_rules: CommitRules | None = None
     counts_rewritten_bytes: bool = False

@@ -49,7 +49,7 @@ OPTIONS = {
     "retain_last": ProcedureOption(int_between(1, 2**31 - 1)),
     "max_concurrent_deletes": ProcedureOption(int_between(1, 1000)),
     "stream_results": ProcedureOption(boolean),
-    "clean_expired_metadata": ProcedureOption(boolean),
+    "clean_expired_metadata": ProcedureOption(boolean, min_runtime=(1, 10, 0)),  # absent from 1.8.1
 }
 
 
@@ -104,9 +104,13 @@ def _planned_expiry(
     )
     if forecast.dropped_refs:
         reason += f"; refs older than their max-ref-age would be dropped: {', '.join(forecast.dropped_refs)}"
+    options = {"older_than": iso_seconds(cutoff), "retain_last": str(keep)}
+    if policy.clean_expired_metadata:
+        options["clean_expired_metadata"] = "true"
+        reason += "; partition specs and schemas no retained snapshot uses are removed with them"
     return ActionEstimate(
         reason + _own_settings(graph),
-        {"older_than": iso_seconds(cutoff), "retain_last": str(keep)},
+        options,
         Gain(files_removed=expired),  # at least each expired snapshot's manifest list
         RewritePrediction(files_in=expired),  # one manifest list deleted per expired snapshot
     )

@@ -13,14 +13,17 @@ from icepack_dagster.domain.outcomes.prediction import PredictedActual
 
 
 class MaintenanceAction(StrEnum):
-    """The five actions, each one Iceberg Spark procedure. Declaration order is execution order:
-    rewrite data first (it also drops applied deletes), then deletes, then manifests, then expire
-    what the rewrites replaced, and only then look for orphans. Each name is its module's in this
+    """The actions, each one Iceberg Spark procedure. Declaration order is execution order: rewrite
+    data first (it also drops applied deletes), then deletes, then manifests, then compute statistics
+    for the snapshot the rewrites leave (expiry and orphan removal never move it), then expire what the
+    rewrites replaced, and only then look for orphans. Each name is its module's in this
     package, listed in the same order by `registry.py`."""
 
     REWRITE_DATA_FILES = "rewrite_data_files"
     REWRITE_POSITION_DELETE_FILES = "rewrite_position_delete_files"
     REWRITE_MANIFESTS = "rewrite_manifests"
+    COMPUTE_TABLE_STATS = "compute_table_stats"
+    COMPUTE_PARTITION_STATS = "compute_partition_stats"
     EXPIRE_SNAPSHOTS = "expire_snapshots"
     REMOVE_ORPHAN_FILES = "remove_orphan_files"
 
@@ -35,8 +38,10 @@ ACTION_ORDER: tuple[MaintenanceAction, ...] = tuple(MaintenanceAction)
 # never a failure (`domain/recommendation/commit_cadence.py` decides when to try again).
 # violated: the action committed, and its commit changed what the action may not change
 # (`domain/outcomes/commit_invariants.py`); the table is paused until a person releases it.
+# refused: the Spark's Iceberg runtime cannot run it safely on this table (not a failure of the table:
+# a person must give it another Spark); it never ran.
 ActionStatus = Literal[
-    "succeeded", "no_effect", "failed", "skipped", "dry_run", "deferred", "conflict", "violated"
+    "succeeded", "no_effect", "failed", "skipped", "dry_run", "deferred", "conflict", "violated", "refused"
 ]
 
 

@@ -2,10 +2,10 @@
 manifest summaries status reads (no Spark, no extra metadata pass).
 
 It follows `RewritePositionDeletesGroupPlanner` and `SizeBasedFileRewritePlanner` of Iceberg 1.10:
-- position delete files are grouped by partition, each file's partition coerced to the table's combined
-  partition type (a field its spec lacks is null): unlike data files, files of earlier specs keep their
-  own partition. Here the fields are matched by name, Iceberg matches them by field id: the two differ
-  only for a field dropped and re-added under the same name;
+- position delete files (not deletion vectors) are grouped by partition, each file's partition coerced
+  to the table's combined partition type (a field its spec lacks is null): unlike data files, files of
+  earlier specs keep their own partition. Here the fields are matched by name, Iceberg matches them by
+  field id: the two differ only for a field dropped and re-added under the same name;
 - a file is a candidate when it is below min-file-size-bytes or above max-file-size-bytes (`rewrite-all`
   makes every file one); the sizes default to 0.75 and 1.8 times `write.delete.target-file-size-bytes`;
 - a group is rewritten when it has more than one file and at least min-input-files, or more than one
@@ -48,8 +48,9 @@ class _Group:
     bytes: int = 0
 
 
-def _coerced(layout: PartitionLayout, found: PartitionCandidates) -> tuple[Any, ...]:
-    """The partition as a value per field name of every spec (null where this spec has no such field)."""
+def coerced_partition(layout: PartitionLayout, found: PartitionCandidates) -> tuple[Any, ...]:
+    """The partition as a value per field name of every spec (null where this spec has no such field):
+    how Iceberg groups position delete files."""
     names = list(dict.fromkeys(f.name for spec in layout.specs for f in spec.fields))
     own = {f.name: v for f, v in zip(layout.spec(found.spec_id).fields, found.values, strict=True)}
     return tuple(own.get(name) for name in names)
@@ -66,7 +67,7 @@ def position_delete_groups(layout: PartitionLayout) -> list[_Group] | None:
         if not files:
             continue
         label = partition_label(layout, found.spec_id, found.values)
-        group = groups.setdefault(_coerced(layout, found), _Group(label))
+        group = groups.setdefault(coerced_partition(layout, found), _Group(label))
         group.files += files
         group.bytes += size
     return sorted(groups.values(), key=lambda g: g.label)

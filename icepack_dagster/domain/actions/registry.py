@@ -6,6 +6,8 @@ the engine and the Dagster layer iterate over. A new action is its module, its n
 from __future__ import annotations
 
 from icepack_dagster.domain.actions import (
+    compute_partition_stats,
+    compute_table_stats,
     expire_snapshots,
     remove_orphan_files,
     rewrite_data_files,
@@ -19,6 +21,8 @@ ACTIONS: tuple[ActionDefinition, ...] = (
     rewrite_data_files.DEFINITION,
     rewrite_position_delete_files.DEFINITION,
     rewrite_manifests.DEFINITION,
+    compute_table_stats.DEFINITION,
+    compute_partition_stats.DEFINITION,
     expire_snapshots.DEFINITION,
     remove_orphan_files.DEFINITION,
 )

@@ -36,7 +36,8 @@ OPTIONS = {
     "older_than": ProcedureOption(timestamp, "timestamp"),
     "dry_run": ProcedureOption(boolean),
     "max_concurrent_deletes": ProcedureOption(int_between(1, 1000)),
-    "prefix_listing": ProcedureOption(boolean),  # set by the engine for object stores
+    # set by the engine for object stores; absent from 1.8.1's procedure
+    "prefix_listing": ProcedureOption(boolean, min_runtime=(1, 10, 0)),
 }
 _WIDENS_MATCHING = (
     "files are matched to the metadata by exact scheme and authority; declaring them equal could "

@@ -13,6 +13,12 @@ by `compaction_planner`; without a layout, whole-table estimates) and how its ou
   says so; health names the cause (FINE_PARTITIONING).
 - Partial progress always runs with no failed commit tolerated (Iceberg would report a failed file
   group as success), so a failed file group fails the action.
+- Delete files and position deletes left from format v2 are applied wherever they are
+  (`delete-file-threshold` 1). Deletion vectors (format v3, one per data file) are applied where they
+  delete the policy's share of rows (`delete-ratio-threshold`): a vector deleting a row or two is
+  cheaper to keep than its data file is to rewrite.
+- `max-files-to-rewrite` (the policy's per-run budget) bounds one run's work; files in are then the
+  budget and the prediction inexact (`compaction_planner.within_budget`).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from icepack_dagster.domain.actions.compaction_planner import (
     predict_rewrite,
     settled_partitions,
     smallest_mergeable_group,
+    within_budget,
 )
 from icepack_dagster.domain.actions.definition import (
     ActionDefinition,
@@ -82,6 +89,8 @@ OPTIONS = {
     "strategy": ProcedureOption(one_of("binpack", "sort"), "string"),
     "where": ProcedureOption(_where, "string"),
     **{name: ProcedureOption(check, "map") for name, check in _MAP_OPTIONS.items()},
+    # a per-run budget; absent from 1.8.1's planner
+    "max-files-to-rewrite": ProcedureOption(int_between(1, 1_000_000), "map", min_runtime=(1, 10, 0)),
 }
 
 MAX_LISTED = 5
@@ -123,6 +132,12 @@ def _nothing_to_merge(status: TableStatus, layout: PartitionLayout, settled: lis
     return f"no partition holds files a rewrite would merge ({status.small_file_count} small files)"
 
 
+def applies_delete_files(status: TableStatus) -> bool:
+    """Whether compaction applies every delete file (delete-file-threshold 1): delete files other than
+    deletion vectors, position deletes of format v2 (also those a v3 upgrade left) and equality deletes."""
+    return status.leftover_position_delete_files + status.live_equality_delete_files > 0
+
+
 def hot_window_minutes(policy_minutes: float, conflicts: int) -> float:
     """The hot window after `conflicts` maintenances in a row conflicted with a concurrent writer: the
     policy's until the second, then doubling with each (from at least `WIDENED_FROM_MINUTES`, so a
@@ -146,11 +161,12 @@ def choose_compaction(
     of maintenances in a row that conflicted with a concurrent writer (they widen the hot window)."""
     layout = status.layout
     assert layout is not None  # the caller checks: without a layout there is nothing to plan
-    apply_deletes = status.live_delete_files > 0
+    apply_deletes = applies_delete_files(status)
+    ratio = policy.delete_ratio_threshold if status.live_deletion_vectors and not apply_deletes else None
     small_files_issue = SMALL_FILES in issues
-    if FINE_PARTITIONING in issues and not small_files_issue and not apply_deletes:
+    if FINE_PARTITIONING in issues and not small_files_issue and not apply_deletes and ratio is None:
         return _nothing_to_merge(status, layout, [])
-    if not small_files_issue and not apply_deletes:
+    if not small_files_issue and not apply_deletes and ratio is None:
         return (
             f"{status.small_file_count} of {status.live_data_files} data files are small, under the "
             "SMALL_FILES thresholds, and no delete files apply"
@@ -181,18 +197,30 @@ def choose_compaction(
             "small files are merged"
         )
         min_input = smallest
-    prediction = predict_rewrite(layout, sizes, min_input, apply_deletes=apply_deletes, leave_out=leave_out)
+    average = status.total_records / status.live_data_files if status.live_data_files else 0.0
+    prediction = predict_rewrite(
+        layout, sizes, min_input, apply_deletes=apply_deletes, leave_out=leave_out, delete_ratio=ratio,
+        average_records=average,
+    )
     if not prediction.groups and hot and smallest_mergeable_group(layout, leave_out=settled) is not None:
         return (
             f"every partition with files to merge was written in the last {window} "
             f"({_listed(hot_labels)}); compaction waits until they are quiet "
             "(icepack.compaction.hot-minutes)"
         )
+    if not prediction.groups and ratio is not None:
+        return (
+            f"{_nothing_to_merge(status, layout, settled_labels)}; deletion vectors delete "
+            f"{status.deleted_row_share:.1%} of the rows, in no partition {ratio:g} or more of its files' "
+            "rows (delete-ratio-threshold, icepack.compaction.delete-ratio-threshold)"
+        )
     if not prediction.groups:
         return _nothing_to_merge(status, layout, settled_labels)
     options = {**sizes.options(), "min-input-files": str(min_input)}
     if apply_deletes:
         options.update({"delete-file-threshold": "1", "remove-dangling-deletes": "true"})
+    elif ratio is not None:
+        options.update({"delete-ratio-threshold": repr(ratio), "remove-dangling-deletes": "true"})
     where = hot_filter(predicates + settled_predicates)
     if where is not None:
         options["where"] = where
@@ -210,7 +238,20 @@ def choose_compaction(
     )
     if apply_deletes:
         reason += f"; {status.live_delete_files} delete files apply and are folded into the rewritten data"
+    elif ratio is not None:
+        reason += (
+            f"; deletion vectors delete {status.deleted_row_share:.1%} of the rows: data files where they "
+            f"delete {ratio:g} or more are rewritten without them (delete-ratio-threshold)"
+        )
     prediction = prediction.model_copy(update={"excluded_hot_partitions": tuple(hot_labels)})
+    budget = policy.max_files_per_run
+    if budget is not None and prediction.files_in > budget:
+        options["max-files-to-rewrite"] = str(budget)
+        notes.append(
+            f"at most {budget} files this run (icepack.compaction.max-files-per-run): Iceberg takes groups "
+            "in its own order up to the budget, the rest waits for the next run"
+        )
+        prediction = within_budget(prediction, budget)
     return CompactionChoice("; ".join([reason, *notes]), options, prediction)
 
 
@@ -226,7 +267,7 @@ def _planned(context: PlanningContext) -> ActionEstimate | str:
     )
     if isinstance(choice, str):
         return choice
-    applies_deletes = s.live_delete_files > 0
+    applies_deletes = applies_delete_files(s)
     p = choice.prediction
     deletes = s.live_delete_files if applies_deletes else 0
     gain = Gain(
@@ -235,7 +276,13 @@ def _planned(context: PlanningContext) -> ActionEstimate | str:
         bytes_to_rewrite=p.bytes_in,
     )
     return ActionEstimate(
-        choice.reason, choice.options, gain, p, applies_deletes=applies_deletes, rewrites_data_files=True
+        choice.reason,
+        choice.options,
+        gain,
+        p,
+        applies_deletes=applies_deletes,
+        rewrites_data_files=True,
+        leaves_out_hot_partitions=bool(p.excluded_hot_partitions),
     )
 
 

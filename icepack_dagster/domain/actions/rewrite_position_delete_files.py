@@ -14,13 +14,31 @@ Iceberg will rewrite, per partition, as `position_delete_planner` predicts) and 
   recommended (Iceberg would rewrite nothing).
 - After a data rewrite that applies the deletes, the position delete files left are dangling: all are
   rewritten (`rewrite-all`), and what is left then is unknown, so there is no prediction.
+- Format v3: deletion vectors are told from position delete files by the manifests (file format
+  Puffin), never by the table's format version: a table upgraded with `'format-version'='3'` keeps
+  every v2 delete file it had until something rewrites it. Iceberg (1.9 and later) rewrites position
+  deletes of a v3 table into deletion vectors, one per data file, and does nothing once none is left.
+  Its size rules still pick which files a rewrite takes, and a lone delete file is never picked, so
+  `rewrite-all` is passed: every position delete of the table is rewritten, deletion vectors of the
+  same partitions included. Files in are therefore every live position delete file; files out one
+  per data file they point at, which the manifests summarised do not tell (one per file in is
+  assumed: file-scoped deletes, as Spark writes them, point at one data file each), so the
+  prediction is inexact. When `rewrite_data_files` applies every delete file first (no partition
+  left out), nothing is left to convert; when it leaves hot partitions out, what it leaves is
+  converted.
 """
 
 from __future__ import annotations
 
 from math import ceil
+from typing import Any
 
-from icepack_dagster.domain.actions.compaction_planner import RewriteSizes
+from icepack_dagster.domain.actions.compaction_planner import (
+    GroupPrediction,
+    RewritePrediction,
+    RewriteSizes,
+    partition_label,
+)
 from icepack_dagster.domain.actions.definition import (
     ActionDefinition,
     ActionEstimate,
@@ -32,6 +50,7 @@ from icepack_dagster.domain.actions.definition import (
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.actions.option_values import REWRITE_OPTIONS
 from icepack_dagster.domain.actions.position_delete_planner import (
+    coerced_partition,
     delete_rewrite_sizes,
     predict_position_delete_rewrite,
 )
@@ -43,6 +62,7 @@ from icepack_dagster.domain.table.iceberg_properties import (
     delete_granularity,
     iceberg_value,
 )
+from icepack_dagster.domain.table.partition_layout import PartitionLayout
 from icepack_dagster.domain.table.status import TableStatus
 
 _HIDES_FAILED_COMMITS = (
@@ -70,10 +90,8 @@ def plan(context: PlanningContext) -> ActionEstimate | str:
     if count == 0:
         return "no position delete files"
     if s.format_version >= 3:
-        return (
-            f"{count} deletion vectors (format v3) are already one per data file; "
-            "rewrite_data_files applies them"
-        )
+        # a data rewrite leaving hot partitions out leaves their delete files too
+        return _conversion_to_vectors(s, context.deletes_applied and not context.hot_partitions_left_out)
     position_bytes = s.live_delete_bytes * count // max(s.live_delete_files, 1)
     if context.deletes_applied:
         return ActionEstimate(
@@ -131,6 +149,70 @@ def _planned(status: TableStatus, sizes: RewriteSizes) -> ActionEstimate | str |
             files_removed=max(0, prediction.files_in - prediction.files_out),
             bytes_to_rewrite=prediction.bytes_in,
         ),
+        prediction,
+    )
+
+
+REWRITE_ALL = {"rewrite-all": "true"}
+
+
+def _predicted_conversion(layout: PartitionLayout) -> RewritePrediction | None:
+    """Every partition's position delete files and deletion vectors, rewritten into one deletion vector
+    per file; None when the layout was measured before position deletes were counted per partition."""
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for found in layout.candidates:
+        if found.position_delete_files is None or found.position_delete_bytes is None:
+            return None
+        files = found.position_delete_files + found.deletion_vectors
+        if not files:
+            continue
+        label = partition_label(layout, found.spec_id, found.values)
+        group = groups.setdefault(coerced_partition(layout, found), [label, 0, 0])
+        group[1] += files
+        group[2] += found.position_delete_bytes
+    predicted = tuple(
+        GroupPrediction(partition=label, files_in=files, bytes_in=size, files_out=files)
+        for label, files, size in sorted(groups.values())
+    )
+    return RewritePrediction(
+        groups=predicted,
+        files_in=sum(g.files_in for g in predicted),
+        bytes_in=sum(g.bytes_in for g in predicted),
+        files_out=sum(g.files_out for g in predicted),
+        exact=False,
+    )
+
+
+def _conversion_to_vectors(status: TableStatus, data_rewrite_applies_all: bool) -> ActionEstimate | str:
+    """The conversion of leftover v2 position delete files into deletion vectors, or why there is none."""
+    s = status
+    leftover, vectors = s.leftover_position_delete_files, s.live_deletion_vectors
+    if leftover == 0:
+        return (
+            f"{vectors} deletion vectors (Puffin, as the manifests list them) are already one per data "
+            "file and no position delete file is left from format v2; rewrite_data_files applies them"
+        )
+    if data_rewrite_applies_all:
+        return (
+            f"{leftover} position delete files left from format v2 are applied by rewrite_data_files "
+            "first, which rewrites every data file they point at; none is left to convert"
+        )
+    reason = (
+        f"{leftover} position delete files left from format v2 (Parquet, Avro or ORC, not deletion "
+        f"vectors) would become deletion vectors, one per data file; every position delete file is "
+        f"rewritten ({vectors} deletion vectors besides)"
+    )
+    position_bytes = s.live_delete_bytes * leftover // max(s.live_delete_files, 1)
+    gain = Gain(bytes_to_rewrite=position_bytes)
+    prediction = _predicted_conversion(s.layout) if s.layout is not None else None
+    if prediction is None:  # a status measured before position deletes were counted per partition
+        estimate = whole_table_estimate(s.live_position_delete_files)
+        return ActionEstimate(reason, dict(REWRITE_ALL), gain, estimate)
+    return ActionEstimate(
+        f"{reason}: {prediction.files_in} files ({format_bytes(prediction.bytes_in)} of position deletes) "
+        f"in {len(prediction.groups)} partition groups",
+        dict(REWRITE_ALL),
+        gain,
         prediction,
     )
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 
 from icepack_dagster.domain.actions.compaction_planner import lone_small_files
 from icepack_dagster.domain.health.model import HealthIssue, HealthState, Severity, TableHealth
+from icepack_dagster.domain.health.stale_statistics import STALE_STATISTICS, stale_statistics
 from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.domain.table.iceberg_properties import (
     METADATA_DELETE_AFTER_COMMIT,
@@ -35,6 +36,7 @@ ISSUE_CODES: tuple[str, ...] = (
     OLD_SNAPSHOTS,
     METADATA_LOG_GROWTH,
     FINE_PARTITIONING,
+    STALE_STATISTICS,
 )
 
 # `unknown` ranks above `critical`: a table that cannot be measured needs a person most.
@@ -143,17 +145,34 @@ def _manifests(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
 
 
 def _deletes(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
-    ratio = s.delete_file_ratio
-    return _file_share(
-        DELETE_FILE_BUILDUP, "delete_file_ratio", s.live_delete_files, t.delete_file_min_count, ratio,
+    """Delete files per data file; deletion vectors (one per data file, format v3) are judged by the
+    share of rows they delete instead, from their cardinalities in the manifests. The worse of both."""
+    files = s.leftover_position_delete_files + s.live_equality_delete_files
+    ratio = files / max(s.live_data_files, 1) if files else 0.0
+    kinds = f"{s.leftover_position_delete_files} position, "
+    if s.live_deletion_vectors:
+        kinds += f"{s.live_deletion_vectors} deletion vectors, "
+    by_files = _file_share(
+        DELETE_FILE_BUILDUP, "delete_file_ratio", files, t.delete_file_min_count, ratio,
         (t.delete_file_ratio_warning, t.delete_file_ratio_critical),
         lambda threshold: (
-            f"{s.live_delete_files} delete files ({s.live_position_delete_files} position, "
-            f"{s.live_equality_delete_files} equality) for {s.live_data_files} data files "
-            f"({ratio:.2g} per data file, threshold {threshold:g}); every read applies them, "
-            "rewriting would fold them into the data"
+            f"{s.live_delete_files} delete files ({kinds}{s.live_equality_delete_files} equality) for "
+            f"{s.live_data_files} data files ({ratio:.2g} per data file, threshold {threshold:g}); every "
+            "read applies them, rewriting would fold them into the data"
         ),
     )
+    share = s.deleted_row_share
+    by_rows = None if not s.live_deletion_vectors else _issue(
+        DELETE_FILE_BUILDUP, "deleted_row_share", share,
+        (t.deleted_row_share_warning, t.deleted_row_share_critical),
+        lambda threshold: (
+            f"{s.live_deletion_vectors} deletion vectors delete {s.deletion_vector_records} of "
+            f"{s.total_records} rows ({share:.1%}, threshold {threshold:.0%}); every read skips them, "
+            "compaction with delete-ratio-threshold would drop them from the data"
+        ),
+    )
+    found = [issue for issue in (by_files, by_rows) if issue is not None]
+    return max(found, key=lambda issue: issue.severity == Severity.CRITICAL, default=None)
 
 
 def _refs(s: TableStatus) -> str:
@@ -214,7 +233,8 @@ def _metadata_log(s: TableStatus, t: HealthThresholds) -> HealthIssue | None:
 
 
 _CHECKS = (
-    _small_files, _fine_partitioning, _manifests, _deletes, _snapshot_count, _snapshot_age, _metadata_log
+    _small_files, _fine_partitioning, _manifests, _deletes, _snapshot_count, _snapshot_age, _metadata_log,
+    stale_statistics,
 )
 
 

@@ -32,6 +32,10 @@ class TableHistory(FrozenModel):
     last_error: str | None = None
     quarantined: bool = False
     quarantined_at: datetime | None = None
+    refused: str | None = Field(
+        default=None,
+        description="Why the latest maintenance was refused by its Spark's Iceberg runtime, if it was",
+    )
     no_effect_on: dict[MaintenanceAction, int] = Field(
         default_factory=dict,
         description="Per action whose latest run had no effect, the snapshot it was planned on",

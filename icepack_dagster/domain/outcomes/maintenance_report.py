@@ -12,8 +12,8 @@ from icepack_dagster.domain.actions.maintenance_action import ActionResult
 from icepack_dagster.domain.frozen_model import FrozenModel
 
 Outcome = Literal[
-    "nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone", "deferred", "conflict",
-    "violated",
+    "nothing_to_do", "succeeded", "no_effect", "failed", "dry_run", "table_gone", "deferred", "refused",
+    "conflict", "violated",
 ]
 
 
@@ -44,6 +44,8 @@ class MaintenanceReport(FrozenModel):
             return "violated"
         if "failed" in statuses:
             return "failed"
+        if "refused" in statuses:  # the Spark's runtime cannot do it: a person must act, no table fault
+            return "refused"
         if "conflict" in statuses:  # another writer committed meanwhile: try again later, no failure
             return "conflict"
         if "deferred" in statuses:
@@ -59,6 +61,11 @@ class MaintenanceReport(FrozenModel):
     @property
     def first_error(self) -> str | None:
         return self.interrupted or next((r.error for r in self.results if r.error), None)
+
+    @property
+    def refusal(self) -> str | None:
+        """Why the Spark's Iceberg runtime refused an action (table, runtime, minimum); None if none was."""
+        return next((r.reason for r in self.results if r.status == "refused"), None)
 
     @property
     def conflict(self) -> str | None:

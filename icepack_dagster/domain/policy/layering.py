@@ -50,6 +50,13 @@ _PROPERTIES: dict[str, tuple[str, Any]] = {
     "icepack.quarantine-after-failures": ("quarantine_after_failures", parse_whole_number),
     "icepack.priority-boost": ("priority_boost", parse_number),
     "icepack.compaction.hot-minutes": ("hot_partition_minutes", parse_number),
+    "icepack.compaction.delete-ratio-threshold": ("delete_ratio_threshold", parse_number),
+    "icepack.snapshot.clean-expired-metadata": ("clean_expired_metadata", parse_flag),
+    "icepack.compaction.max-files-per-run": ("max_files_per_run", parse_whole_number),
+    "icepack.stats.table.commits-behind": ("table_stats_commits_behind", parse_whole_number),
+    "icepack.stats.table.rows-changed": ("table_stats_rows_changed", parse_number),
+    "icepack.stats.partition.commits-behind": ("partition_stats_commits_behind", parse_whole_number),
+    "icepack.stats.partition.rows-changed": ("partition_stats_rows_changed", parse_number),
 }
 PROPERTY_NAMES: tuple[str, ...] = (
     *_PROPERTIES, *(f"icepack.action.{action}.enabled" for action in ACTION_ORDER)

@@ -42,6 +42,8 @@ RetentionHours = Annotated[float, Field(strict=True, ge=0, le=2**63 / 3_600_000,
 Failures = Annotated[int, Field(strict=True, ge=1, le=1000)]
 Boost = Annotated[float, Field(strict=True, ge=0, le=1000, allow_inf_nan=False)]
 Flag = Annotated[bool, Field(strict=True)]
+Share = Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
+Commits = Annotated[int, Field(strict=True, ge=1, le=1_000_000)]
 
 
 def _all_actions() -> dict[MaintenanceAction, bool]:
@@ -62,6 +64,40 @@ class Policy(FrozenModel):
     orphan_older_than_hours: OrphanHours = Field(default=72.0, description="Only older unreferenced files go")
     hot_partition_minutes: Hours = Field(
         default=60.0, description="Compaction leaves out partitions written within this many minutes"
+    )
+    delete_ratio_threshold: Share = Field(
+        default=0.3,
+        description="Format v3: compaction rewrites a data file once its deletion vector deletes this "
+        "share of its rows (Iceberg's delete-ratio-threshold, whose default is also 0.3)",
+    )
+    max_files_per_run: FileCount | None = Field(
+        default=None,
+        description="Compaction rewrites at most this many data files per run (Iceberg's "
+        "max-files-to-rewrite, runtime 1.10 or later); the rest waits for the next run",
+    )
+    clean_expired_metadata: Flag = Field(
+        default=False,
+        description="Expiry also removes the partition specs and schemas no retained snapshot uses "
+        "(Iceberg's clean_expired_metadata, runtime 1.10 or later)",
+    )
+    # Statistics are kept fresh only where a policy asks (off by default: actions/planners/statistics.py).
+    table_stats_commits_behind: Commits | None = Field(
+        default=None,
+        description="compute_table_stats when the table has no statistics for main, or they are this many "
+        "commits behind; None (with table_stats_rows_changed None): never, it reads every row",
+    )
+    table_stats_rows_changed: Share | None = Field(
+        default=None,
+        description="compute_table_stats also when commits since the statistics changed this share of rows",
+    )
+    partition_stats_commits_behind: Commits | None = Field(
+        default=None,
+        description="compute_partition_stats when a partitioned table has no partition statistics for main, "
+        "or they are this many commits behind; None (with partition_stats_rows_changed None): never",
+    )
+    partition_stats_rows_changed: Share | None = Field(
+        default=None,
+        description="compute_partition_stats also when commits since changed this share of rows",
     )
     actions: dict[MaintenanceAction, Flag] = Field(default_factory=_all_actions)
     quarantine_after_failures: Failures = 3
@@ -88,6 +124,13 @@ class PolicyOverrides(FrozenModel):
     snapshot_retain_last: FileCount | None = None
     orphan_older_than_hours: OrphanHours | None = None
     hot_partition_minutes: Hours | None = None
+    delete_ratio_threshold: Share | None = None
+    max_files_per_run: FileCount | None = None
+    clean_expired_metadata: Flag | None = None
+    table_stats_commits_behind: Commits | None = None
+    table_stats_rows_changed: Share | None = None
+    partition_stats_commits_behind: Commits | None = None
+    partition_stats_rows_changed: Share | None = None
     actions: dict[MaintenanceAction, Flag] = Field(default_factory=dict)
     quarantine_after_failures: Failures | None = None
     windows: tuple[MaintenanceWindow, ...] | None = None

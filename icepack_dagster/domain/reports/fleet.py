@@ -18,7 +18,8 @@ ATTENTION_ROWS = 500  # the most urgent tables listed; the counts by state cover
 
 
 class TableAttention(FrozenModel):
-    """One table a person should look at: unhealthy (warning, critical, unknown) or quarantined."""
+    """One table a person should look at: unhealthy (warning, critical, unknown), quarantined, or refused
+    by its Spark's Iceberg runtime."""
 
     table: str = Field(description="Partition key: catalog.namespace.table")
     state: HealthState
@@ -26,6 +27,9 @@ class TableAttention(FrozenModel):
     data_bytes: int | None = Field(default=None, ge=0, description="Live data bytes; None when unmeasured")
     quarantined: bool = False
     last_error: str | None = Field(default=None, description="Why it is quarantined, when it is")
+    refused: str | None = Field(
+        default=None, description="Why its latest maintenance was refused by the Spark's Iceberg runtime"
+    )
 
 
 class FleetSummary(FrozenModel):
@@ -64,10 +68,14 @@ def needing_attention(
     healths: Mapping[str, TableHealth],
     data_bytes: Mapping[str, int],
     quarantined: Mapping[str, str],
+    refused: Mapping[str, str] | None = None,
 ) -> list[TableAttention]:
-    """Every unhealthy or quarantined table: critical, then unknown, then warning (quarantined healthy
-    tables last), the biggest first within a state, so the top of the list is where work pays most."""
-    tables = sorted({p for p, s in states.items() if s is not HealthState.HEALTHY} | set(quarantined))
+    """Every unhealthy, quarantined or runtime-refused table: critical, then unknown, then warning
+    (healthy ones last), the biggest first within a state, so the top of the list is where work pays
+    most."""
+    refused = refused or {}
+    flagged = {p for p, s in states.items() if s is not HealthState.HEALTHY}
+    tables = sorted(flagged | set(quarantined) | set(refused))
     rows = [
         TableAttention(
             table=table,
@@ -76,6 +84,7 @@ def needing_attention(
             data_bytes=data_bytes.get(table),
             quarantined=table in quarantined,
             last_error=quarantined.get(table),
+            refused=refused.get(table),
         )
         for table in tables
     ]
@@ -95,6 +104,10 @@ def fleet_markdown(summary: FleetSummary) -> str:
         listed = len(summary.attention)
         more = f" (the {listed} most urgent listed)" if listed < summary.attention_total else ""
         lines += ["", f"**{summary.attention_total} table(s) need attention**{more}: see `needs_attention`."]
+    refused = sum(1 for row in summary.attention if row.refused)
+    if refused:
+        lines += ["", f"**{refused} refused** by their Spark's Iceberg runtime (too old for the table or "
+                  "an option): see `refused` in `needs_attention`."]
     if summary.quarantined:
         lines += ["", f"**{len(summary.quarantined)} quarantined**: release with "
                   "`icepack quarantine release TABLE` or the `release_quarantine` job."]

@@ -43,9 +43,13 @@ class PartitionCandidates(FrozenModel):
         default=None, description="Commit time of the newest retained snapshot that added one of its files"
     )
     position_delete_files: int | None = Field(
-        default=None, ge=0, description="Position delete files among delete_files; None when not counted"
+        default=None,
+        ge=0,
+        description="Position delete files (not deletion vectors) among delete_files; None when not counted",
     )
     position_delete_bytes: int | None = Field(default=None, ge=0, description="Their bytes; None likewise")
+    deletion_vectors: int = Field(default=0, ge=0, description="Deletion vectors (v3) among delete_files")
+    deleted_rows: int = Field(default=0, ge=0, description="Rows the deletion vectors delete")
 
     @field_validator("values", mode="before")
     @classmethod

@@ -15,6 +15,7 @@ from pydantic import Field
 from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.table.partition_layout import PartitionLayout
 from icepack_dagster.domain.table.snapshot_graph import SnapshotGraph
+from icepack_dagster.domain.table.statistics_freshness import StatisticsFreshness
 
 
 class FileSizeBucket(FrozenModel):
@@ -35,18 +36,28 @@ class TableStatus(FrozenModel):
     metadata_location: str | None = Field(
         default=None, description="The metadata file measured; same file, same facts (only ages move)"
     )
+    catalog_etag: str | None = Field(
+        default=None, description="The REST catalog's ETag for the metadata measured (a load sent it back "
+        "as If-None-Match is answered 304 while the table is the same); None for other catalogs",
+    )
     location: str
     format_version: int = Field(ge=1, le=3)
     snapshot_id: int | None = Field(description="Current snapshot of main; None for a table with no snapshot")
     # current snapshot
     live_data_files: int = Field(ge=0)
-    live_position_delete_files: int = Field(ge=0)
+    live_position_delete_files: int = Field(ge=0, description="Content 1 entries: deletion vectors included")
+    live_deletion_vectors: int = Field(
+        default=0, ge=0, description="Deletion vectors (format v3, Puffin) among the position delete files"
+    )
     live_equality_delete_files: int = Field(ge=0)
     live_delete_files: int = Field(ge=0)
     live_data_bytes: int = Field(ge=0)
     live_delete_bytes: int = Field(ge=0)
     total_records: int = Field(ge=0, description="Records in live data files (before deletes apply)")
     position_delete_records: int = Field(ge=0)
+    deletion_vector_records: int = Field(
+        default=0, ge=0, description="Rows the deletion vectors delete (their cardinalities, from manifests)"
+    )
     equality_delete_records: int = Field(ge=0)
     target_file_size_bytes: int = Field(gt=0)
     small_file_threshold_bytes: int = Field(gt=0)
@@ -78,6 +89,9 @@ class TableStatus(FrozenModel):
     snapshot_graph: SnapshotGraph | None = Field(
         default=None, description="Snapshots (id, parent, commit ms) and refs: what expiry would remove"
     )
+    statistics: StatisticsFreshness | None = Field(
+        default=None, description="Which snapshot the table and partition statistics were computed for"
+    )
 
     @property
     def small_file_ratio(self) -> float:
@@ -88,6 +102,17 @@ class TableStatus(FrozenModel):
         if not self.live_delete_files:
             return 0.0
         return self.live_delete_files / max(self.live_data_files, 1)
+
+    @property
+    def leftover_position_delete_files(self) -> int:
+        """Position delete files that are not deletion vectors (Parquet, Avro, ORC): on a v3 table,
+        what an upgrade from v2 left, which a rewrite turns into deletion vectors."""
+        return self.live_position_delete_files - self.live_deletion_vectors
+
+    @property
+    def deleted_row_share(self) -> float:
+        """The share of live data rows the deletion vectors delete: the delete debt of a v3 table."""
+        return self.deletion_vector_records / self.total_records if self.total_records else 0.0
 
     @property
     def average_data_file_bytes(self) -> float:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 
-EVERY_ACTION = list(MaintenanceAction)
+# The statistics actions run only where a policy asks (tests/engine/test_statistics_actions.py).
+STATISTICS = (MaintenanceAction.COMPUTE_TABLE_STATS, MaintenanceAction.COMPUTE_PARTITION_STATS)
+EVERY_ACTION = [action for action in MaintenanceAction if action not in STATISTICS]
 # Every action has work: small files, a short snapshot retention, merge-on-read deletes.
 EAGER_MOR = {
     "format-version": "2",

@@ -20,7 +20,12 @@ import pytest
 from icepack_dagster.config.catalogs import spark_catalog_conf
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.exceptions import MissingComponentError
-from tests.config.catalogs.servers import RecordingProxy, moto_server, rest_catalog_server
+from tests.config.catalogs.servers import (
+    ETAG_REST_SERVER,
+    RecordingProxy,
+    moto_server,
+    rest_catalog_server,
+)
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_database
 
 S3_ACCESS_KEY_ID = "icepack-test-key"
@@ -61,10 +66,28 @@ def rest_server(tmp_path_factory: pytest.TempPathFactory, settings: IcepackSetti
         pytest.exit(f"required component missing: {error}", returncode=3)
 
 
+@pytest.fixture(scope="session")
+def etag_rest_server(tmp_path_factory: pytest.TempPathFactory, settings: IcepackSettings) -> Iterator[str]:
+    """Iceberg's REST catalog server 1.11.0 (ETags and 304 on loadTable) for this test run; its URL."""
+    workdir = tmp_path_factory.mktemp("etag_rest_catalog")
+    try:
+        with rest_catalog_server(settings.spark.jar_cache, workdir, ETAG_REST_SERVER) as url:
+            yield url
+    except MissingComponentError as error:
+        pytest.exit(f"required component missing: {error}", returncode=3)
+
+
 @pytest.fixture
 def rest_proxy(rest_server: str) -> Iterator[RecordingProxy]:
     """A recording proxy in front of the REST server, fresh for each test."""
     with RecordingProxy(rest_server) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def etag_rest_proxy(etag_rest_server: str) -> Iterator[RecordingProxy]:
+    """A recording proxy in front of the REST server that sends ETags, fresh for each test."""
+    with RecordingProxy(etag_rest_server) as proxy:
         yield proxy
 
 

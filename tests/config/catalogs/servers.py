@@ -3,7 +3,8 @@ recording proxy that shows what crossed the wire.
 
 - Iceberg's REST catalog test server (`RESTCatalogServer` from Iceberg's open-api test fixtures, the
   server of the `iceberg-rest-fixture` image), on its pinned classpath from the jar cache, backed by a
-  JDBC catalog in a SQLite file;
+  JDBC catalog in a SQLite file: 1.10.1, the suite's, or 1.11.0, whose loadTable answers conditional
+  requests (`spark/jvm_artifacts.py` says why the suite stays on 1.10.1);
 - moto's server (S3 and Glue APIs).
 
 Each runs on a free loopback port and is ended when the session ends; nothing outlives the test run.
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from icepack_dagster.exceptions import MissingComponentError
-from icepack_dagster.spark.jvm_artifacts import REST_CATALOG_TEST_SERVER, cached_jar
+from icepack_dagster.spark.jvm_artifacts import REST_TEST_SERVER_CLASSPATHS, cached_jar
 from tests import tiers
 from tests.network import answers, free_port
 from tests.polling import wait_until
@@ -34,6 +35,8 @@ from tests.processes import stop
 
 SQLITE_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
 START_DEADLINE_SECONDS = 90
+SUITE_REST_SERVER = "1.10.1"
+ETAG_REST_SERVER = "1.11.0"
 
 
 @contextlib.contextmanager
@@ -56,11 +59,11 @@ def running(command: list[str], env: dict[str, str], ready_url: str, log: Path) 
         stop(process)
 
 
-def rest_server_classpath(jar_cache: Path) -> str:
-    """The pinned classpath from the jar cache; a missing jar raises `MissingComponentError` naming
-    `icepack jars fetch --test-server`."""
+def rest_server_classpath(jar_cache: Path, version: str = SUITE_REST_SERVER) -> str:
+    """The pinned classpath of server `version` from the jar cache; a missing jar raises
+    `MissingComponentError` naming `icepack jars fetch --test-server`."""
     jars = []
-    for artifact in REST_CATALOG_TEST_SERVER:
+    for artifact in REST_TEST_SERVER_CLASSPATHS[version]:
         try:
             jars.append(str(cached_jar(artifact, jar_cache)))
         except MissingComponentError as error:
@@ -71,8 +74,11 @@ def rest_server_classpath(jar_cache: Path) -> str:
 
 
 @contextlib.contextmanager
-def rest_catalog_server(jar_cache: Path, workdir: Path) -> Iterator[str]:
-    """Iceberg's REST catalog server over a SQLite JDBC catalog and a local warehouse; yields its URL."""
+def rest_catalog_server(
+    jar_cache: Path, workdir: Path, version: str = SUITE_REST_SERVER
+) -> Iterator[str]:
+    """Iceberg's REST catalog server `version` over a SQLite JDBC catalog and a local warehouse; yields
+    its URL."""
     tiers.require("jvm_servers", "Iceberg's REST catalog server")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CATALOG_", "ICEPACK_"))}
@@ -83,7 +89,7 @@ def rest_catalog_server(jar_cache: Path, workdir: Path) -> Iterator[str]:
         "CATALOG_REST_PORT": str(port),
     }
     url = f"http://127.0.0.1:{port}"
-    classpath = rest_server_classpath(jar_cache)
+    classpath = rest_server_classpath(jar_cache, version)
     command = ["java", "-Xmx256m", "-cp", classpath, "org.apache.iceberg.rest.RESTCatalogServer"]
     with running(command, env, f"{url}/v1/config", workdir / "rest_server.log"):
         yield url
@@ -114,18 +120,21 @@ def moto_server(workdir: Path, days_behind: float) -> Iterator[str]:
 
 @dataclass
 class Exchange:
-    """One request that crossed the proxy."""
+    """One request that crossed the proxy, and the status the server answered."""
 
     method: str
     path: str
     user_agent: str
     authorization: str
     form: dict[str, str] = field(default_factory=dict)
+    if_none_match: str | None = None
+    status: int | None = None
 
 
 class RecordingProxy:
     """A forwarding HTTP proxy in front of a server, recording each request (method, path, client,
-    Authorization header, and the form fields of token requests). It changes nothing it forwards."""
+    Authorization and If-None-Match headers, the form fields of token requests) and the status of its
+    answer. It changes nothing it forwards."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = urllib.parse.urlsplit(upstream)
@@ -141,21 +150,22 @@ class RecordingProxy:
                 form = {}
                 if self.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded"):
                     form = dict(urllib.parse.parse_qsl(body.decode()))
-                proxy.exchanges.append(
-                    Exchange(
-                        self.command,
-                        self.path,
-                        self.headers.get("User-Agent", ""),
-                        self.headers.get("Authorization", ""),
-                        form,
-                    )
+                exchange = Exchange(
+                    self.command,
+                    self.path,
+                    self.headers.get("User-Agent", ""),
+                    self.headers.get("Authorization", ""),
+                    form,
+                    self.headers.get("If-None-Match"),
                 )
+                proxy.exchanges.append(exchange)
                 upstream = proxy.upstream
                 connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 connection.request(self.command, self.path, body=body or None, headers=headers)
                 response = connection.getresponse()
                 payload = response.read()
+                exchange.status = response.status
                 self.send_response(response.status)
                 for key, value in response.getheaders():
                     if key.lower() not in ("transfer-encoding", "connection", "content-length"):

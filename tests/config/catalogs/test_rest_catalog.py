@@ -105,7 +105,8 @@ def test_a_rest_table_is_discovered_measured_and_fully_maintained_with_oauth2(
     synced_status = synced.statuses[key.text]
     assert synced_status.live_data_files == 10 and synced_status.live_delete_files == 2
     assert [a.action for a in recommendation.actions] == EVERY_ACTION
-    assert [r.status for r in report.results] == ["succeeded"] * 5, report.first_error
+    ran = [r.status for r in report.results if r.action in EVERY_ACTION]  # statistics: skipped, off
+    assert ran == ["succeeded"] * 5, report.first_error
     after = engine.status(key)
     assert after.live_data_files < 10 and after.live_delete_files == 0, after
     assert not orphan.exists() and table.metadata_location != after.metadata_location

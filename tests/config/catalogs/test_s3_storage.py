@@ -127,7 +127,8 @@ def test_every_action_on_s3_keeps_contents_and_every_referenced_object(lake: S3L
     report = lake.engine.maintain(key, recommendation=recommendation)
 
     assert [a.action for a in recommendation.actions] == EVERY_ACTION
-    assert [r.status for r in report.results] == ["succeeded"] * 5, report.first_error
+    ran = [r.status for r in report.results if r.action in EVERY_ACTION]  # statistics: skipped, off
+    assert ran == ["succeeded"] * 5, report.first_error
     assert report.results[-1].impact.orphan_files_removed == 1
     check = lake.sessions.newSession()
     assert orphan not in lake.objects()

@@ -153,7 +153,7 @@ def test_fleet_summary_asset(
     assert critical == {
         "table": stuck, "state": "critical", "issues": "SMALL_FILES",
         "size": format_bytes(status.live_data_bytes), "data_bytes": status.live_data_bytes,
-        "quarantined": True, "last_error": f"{stuck}: rewrite_data_files: disk full",
+        "quarantined": True, "last_error": f"{stuck}: rewrite_data_files: disk full", "refused": "",
         "page": f"/assets/table_health?view=partitions&partition={stuck}",
     }
     pages = metadata[ATTENTION_PAGES].value

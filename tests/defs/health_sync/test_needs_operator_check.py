@@ -1,10 +1,12 @@
 """The `needs_operator` check of `table_health`, written by the health sync with the `healthy` check:
 it fails, with the reason in its metadata, for a table quarantined in the history store, passes again
-once the quarantine is released (a scheduled sync writes the table for that change alone), and fails
-for a table whose metadata cannot be read; the table's contents are never touched."""
+once the quarantine is released (a scheduled sync writes the table for that change alone), fails for a
+table whose latest maintenance the Spark's Iceberg runtime refused until a later one is not refused,
+and fails for a table whose metadata cannot be read; the table's contents are never touched."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -13,6 +15,8 @@ import dagster as dg
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.materialization_codec import NEEDS_OPERATOR_CHECK
+from icepack_dagster.domain.actions.maintenance_action import ActionResult, ActionStatus, MaintenanceAction
+from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.table.key import parse_table_key
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
@@ -65,6 +69,40 @@ def test_a_quarantined_table_fails_the_check_until_released(
     assert {p: e.passed for p, e in released.items()} == {table: True}
     assert _failed_partitions(instance, tables) == set()
     assert arrow_fingerprint(lake.load_table(f"{namespace}.orders")) == contents
+
+
+def _record(settings: IcepackSettings, table: str, status: ActionStatus, reason: str | None = None) -> None:
+    result = ActionResult(action=MaintenanceAction.EXPIRE_SNAPSHOTS, status=status, statements=(),
+                          duration_seconds=0.0, reason=reason)
+    now = datetime.now(UTC)
+    report = MaintenanceReport(table=table, started_at=now, finished_at=now, results=(result,))
+    Engine(settings).history_store.record(report)
+
+
+def test_a_runtime_refusal_fails_the_check_until_a_maintenance_is_not_refused(
+    defs: dg.Definitions, scoped_settings: IcepackSettings, instance: dg.DagsterInstance,
+    catalogs: CatalogSet, namespace: str,
+) -> None:
+    lake = catalogs.get("lake")
+    events = small_file_table(lake, f"{namespace}.events", appends=1)
+    tables = discover(defs, instance)
+    [table] = tables
+    contents = arrow_fingerprint(events)
+    run_health_sync(defs, instance, tables, writes="changes")
+
+    why = (f"table {table}: expire_snapshots refused: this Spark runs Iceberg 1.8.1, and option "
+           "clean_expired_metadata needs Iceberg 1.10.0 or later")
+    _record(scoped_settings, table, "refused", why)
+    check = _operator_checks(run_health_sync(defs, instance, tables, writes="changes"))[table]
+    assert not check.passed and check.metadata["reason"].value == "runtime_refused"
+    assert why in str(check.metadata["evidence"].value)
+    assert "icepack spark runtime" in str(check.description)
+    assert _failed_partitions(instance, tables) == {table}
+
+    _record(scoped_settings, table, "succeeded")  # run on a Spark that can do it
+    assert _operator_checks(run_health_sync(defs, instance, tables, writes="changes"))[table].passed
+    assert _failed_partitions(instance, tables) == set()
+    assert arrow_fingerprint(lake.load_table(f"{namespace}.events")) == contents
 
 
 def test_a_table_whose_metadata_cannot_be_read_fails_the_check(

@@ -3,7 +3,7 @@ name in `MaintenanceAction`). The registry lists every action once, in execution
 module provides every piece of what the action is (`ActionDefinition`); no module outside
 `domain/actions/` names a particular action (`MaintenanceAction.<NAME>` or the action's name as a
 string), and an action's module names no action but its own. The checker proves itself on planted
-violations, and adding a sixth action to a copy of the package (a new module, one enum line, one
+violations, and adding one more action to a copy of the package (a new module, one enum line, one
 registry line, nothing else) makes recommendation, options, rendering, guards and the runner's plans
 take it up."""
 
@@ -109,7 +109,7 @@ def test_each_planted_branch_is_reported(name: str, tmp_path: Path) -> None:
 
 
 NEW_ACTION = '''
-"""`compute_table_stats`, planted by a test: an action that always has something to do."""
+"""`planted_action`, planted by a test: an action that always has something to do."""
 
 from icepack_dagster.domain.actions.definition import ActionDefinition, ActionEstimate, PlanningContext
 from icepack_dagster.domain.actions.definition import ProcedureOption
@@ -118,11 +118,11 @@ from icepack_dagster.domain.actions.option_values import int_between
 
 
 def plan(context: PlanningContext) -> ActionEstimate:
-    return ActionEstimate("statistics are missing", {"snapshot_id": str(context.status.snapshot_id)})
+    return ActionEstimate("always", {"snapshot_id": str(context.status.snapshot_id)})
 
 
 DEFINITION = ActionDefinition(
-    action=MaintenanceAction.COMPUTE_TABLE_STATS,
+    action=MaintenanceAction.PLANTED_ACTION,
     plan=plan,
     options={"snapshot_id": ProcedureOption(int_between(0, 2**62), min_runtime=(1, 10, 0))},
     min_runtime=(1, 10, 0),
@@ -141,7 +141,7 @@ from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.spark.prepared_actions import prepare_actions
 from tests.factories import NOW, make_status
 
-new = MaintenanceAction("compute_table_stats")
+new = MaintenanceAction("planted_action")
 key = TableKey(catalog="lake", namespace=("ns",), name="t")
 status = make_status(snapshot_id=7)
 health = assess_health(status, HealthThresholds())
@@ -151,7 +151,7 @@ chosen = recommend(status, health, policy, history, NOW)
 print([a.action.value for a in chosen.actions])
 [prepared] = prepare_actions("lake", key, [a for a in chosen.actions if a.action is new], {}, NOW)
 print(prepared.statements[-1])
-off = resolve_policy(key, {"icepack.action.compute_table_stats.enabled": "false"}, ()).policy
+off = resolve_policy(key, {"icepack.action.planted_action.enabled": "false"}, ()).policy
 print([s.reason for s in recommend(status, health, off, history, NOW).skipped if s.action is new])
 later = recommend(status, health, policy, history.model_copy(update={"last_succeeded": {new: NOW}}),
                   NOW + timedelta(hours=1))
@@ -163,23 +163,23 @@ def test_a_new_action_is_one_module_and_one_registry_line(tmp_path: Path) -> Non
     copy = tmp_path / "icepack_dagster"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     actions = copy / "domain" / "actions"
-    (actions / "compute_table_stats.py").write_text(NEW_ACTION)
+    (actions / "planted_action.py").write_text(NEW_ACTION)
     names = actions / "maintenance_action.py"
     last = '    REMOVE_ORPHAN_FILES = "remove_orphan_files"\n'
-    new_name = '    COMPUTE_TABLE_STATS = "compute_table_stats"\n'
+    new_name = '    PLANTED_ACTION = "planted_action"\n'
     names.write_text(names.read_text().replace(last, last + new_name))
     listed = actions / "registry.py"
     imported = "    remove_orphan_files,\n"
-    text = listed.read_text().replace(imported, f"    compute_table_stats,\n{imported}", 1)
+    text = listed.read_text().replace(imported, f"    planted_action,\n{imported}", 1)
     end = "    remove_orphan_files.DEFINITION,\n"
-    listed.write_text(text.replace(end, end + "    compute_table_stats.DEFINITION,\n"))
+    listed.write_text(text.replace(end, end + "    planted_action.DEFINITION,\n"))
     changed = [
         p.relative_to(copy).as_posix() for p in sorted(copy.rglob("*.py"))
         if not (PACKAGE / p.relative_to(copy)).exists()
         or (PACKAGE / p.relative_to(copy)).read_bytes() != p.read_bytes()
     ]
     assert changed == [
-        f"{ACTIONS_FOLDER}compute_table_stats.py", f"{ACTIONS_FOLDER}maintenance_action.py",
+        f"{ACTIONS_FOLDER}maintenance_action.py", f"{ACTIONS_FOLDER}planted_action.py",
         f"{ACTIONS_FOLDER}registry.py",
     ]
     repo = PACKAGE.parent
@@ -189,8 +189,8 @@ def test_a_new_action_is_one_module_and_one_registry_line(tmp_path: Path) -> Non
     )
     assert ran.returncode == 0, ran.stderr
     recommended, statement, disabled, cadence = ran.stdout.splitlines()
-    assert recommended.endswith("'compute_table_stats']")
-    assert statement == "CALL lake.system.compute_table_stats(table => '`lake`.`ns`.`t`', snapshot_id => 7)"
-    assert disabled == "['disabled by policy (icepack.action.compute_table_stats.enabled=false)']"
+    assert recommended.endswith("'planted_action']")
+    assert statement == "CALL lake.system.planted_action(table => '`lake`.`ns`.`t`', snapshot_id => 7)"
+    assert disabled == "['disabled by policy (icepack.action.planted_action.enabled=false)']"
     assert cadence == "['cadence not elapsed']"
     assert named_actions(copy) == []

@@ -19,6 +19,7 @@ from icepack_dagster.domain.health.judging import (
     OLD_SNAPSHOTS,
     SMALL_FILES,
     SNAPSHOT_BACKLOG,
+    STALE_STATISTICS,
     TOO_MANY_MANIFESTS,
     assess_health,
     format_bytes,
@@ -33,7 +34,7 @@ from icepack_dagster.domain.table.partition_layout import (
     PartitionLayout,
     PartitionSpecLayout,
 )
-from tests.factories import MiB, make_status
+from tests.factories import MiB, make_statistics, make_status
 
 DEFAULTS = HealthThresholds()
 
@@ -80,14 +81,20 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
     METADATA_LOG_GROWTH: (
         dict(metadata_log_entries=150), dict(metadata_log_entries=500), dict(metadata_log_entries=149)
     ),
+    STALE_STATISTICS: (  # never critical: stale statistics make plans worse, never results wrong
+        dict(snapshot_id=100, statistics=make_statistics(table_behind=50, snapshot_id=100)),
+        dict(snapshot_id=5000, statistics=make_statistics(table_behind=4000, snapshot_id=5000)),
+        dict(snapshot_id=100, statistics=make_statistics(table_behind=49, snapshot_id=100)),
+    ),
 }
 METRICS = {
     SMALL_FILES: "small_file_ratio", TOO_MANY_MANIFESTS: "manifest_count",
     DELETE_FILE_BUILDUP: "delete_file_ratio", SNAPSHOT_BACKLOG: "snapshot_count",
     OLD_SNAPSHOTS: "oldest_snapshot_age_hours",
     METADATA_LOG_GROWTH: "metadata_log_entries", FINE_PARTITIONING: "lone_small_file_ratio",
+    STALE_STATISTICS: "table_statistics_commits_behind",
 }
-NEVER_CRITICAL = {FINE_PARTITIONING}
+NEVER_CRITICAL = {FINE_PARTITIONING, STALE_STATISTICS}
 
 
 def test_every_issue_code_has_a_case() -> None:
@@ -274,6 +281,25 @@ def test_any_status_gets_a_state_equal_to_its_worst_issue(
     assert health.state is worst_state(HealthState(i.severity.value) for i in health.issues)
 
 
+def test_deletion_vectors_are_judged_by_the_rows_they_delete_not_by_their_count() -> None:
+    """One deletion vector per data file is no buildup by itself; the share of rows deleted is. Position
+    delete files a v2 to v3 upgrade left are still counted as files."""
+    few_rows = make_status(
+        format_version=3, live_data_files=40, live_position_delete_files=40, live_deletion_vectors=40,
+        total_records=10_000, deletion_vector_records=40,
+    )
+    assert DELETE_FILE_BUILDUP not in {i.code for i in assess_health(few_rows, DEFAULTS).issues}
+    many_rows = few_rows.model_copy(update={"deletion_vector_records": 4_000})
+    [issue] = [i for i in assess_health(many_rows, DEFAULTS).issues if i.code == DELETE_FILE_BUILDUP]
+    assert (issue.metric, issue.severity, issue.value) == ("deleted_row_share", Severity.CRITICAL, 0.4)
+    assert issue.message.startswith("40 deletion vectors delete 4000 of 10000 rows (40.0%, threshold 30%)")
+    upgraded = make_status(
+        format_version=3, live_data_files=18, live_position_delete_files=18, total_records=360
+    )
+    [left] = [i for i in assess_health(upgraded, DEFAULTS).issues if i.code == DELETE_FILE_BUILDUP]
+    assert left.metric == "delete_file_ratio" and "(18 position, 0 equality)" in left.message
+
+
 def test_a_branch_only_table_is_judged_by_its_branch_snapshots() -> None:
     branch_only = make_status(
         snapshot_id=None, live_data_files=0, live_data_bytes=0, manifest_count=0, snapshot_count=250,
@@ -302,3 +328,24 @@ def test_metadata_log_advice_follows_the_tables_own_metadata_properties() -> Non
     assert f"set {prune}=true so commits prune it (to {keep}, now 100)" in advice({})
     assert f"commits prune it already; lower {keep} (now 300)" in advice({prune: "TRUE", keep: "300"})
     assert f"set {prune}=true" in advice({prune: "yes"})  # Iceberg reads "yes" as false
+
+
+def test_statistics_are_stale_by_the_rows_their_commits_changed() -> None:
+    """Two commits that rewrote a quarter of the rows make statistics stale; none that did not."""
+    changed = make_statistics(partition_behind=2, rows_changed=250, snapshot_id=9)
+    [issue] = assess_health(make_status(snapshot_id=9, statistics=changed), DEFAULTS).issues
+    metric = "partition_statistics_rows_changed_share"
+    assert (issue.code, issue.metric, issue.value) == (STALE_STATISTICS, metric, 0.25)
+    assert issue.message.startswith("the partition statistics were computed for snapshot 7, 2 commits ago")
+    fewer = make_statistics(partition_behind=2, rows_changed=249, snapshot_id=9)
+    assert assess_health(make_status(snapshot_id=9, statistics=fewer), DEFAULTS).issues == ()
+
+
+def test_missing_statistics_are_no_issue_but_statistics_only_off_main_are() -> None:
+    """Most tables never have statistics: no issue. A table whose statistics files all belong to
+    snapshots off main's lineage (a branch's, expired ones) has none for main: stale."""
+    none = make_statistics()
+    assert assess_health(make_status(statistics=none), DEFAULTS).issues == ()
+    off_main = none.model_copy(update={"table_statistics_files": 2})
+    [issue] = assess_health(make_status(statistics=off_main), DEFAULTS).issues
+    assert (issue.code, issue.metric, issue.value) == (STALE_STATISTICS, "table_statistics_files_off_main", 2)

@@ -1,6 +1,7 @@
-"""Who needs a person: each reason (quarantined, a failure streak at the alert threshold, metadata that
-could not be read) is recognised alone, the first applicable one is the reason given, and a table that
-is merely unhealthy, not measured yet or failing below the threshold needs nobody."""
+"""Who needs a person: each reason (quarantined, a failure streak at the alert threshold, a maintenance
+the Spark's Iceberg runtime refused, metadata that could not be read) is recognised alone, the first
+applicable one is the reason given, and a table that is merely unhealthy, not measured yet or failing
+below the threshold needs nobody."""
 
 from __future__ import annotations
 
@@ -45,6 +46,16 @@ def test_a_failure_streak_needs_a_person_from_the_alert_threshold_on() -> None:
     need = operator_need(_facts(twice))
     assert need is not None and need.reason == "failing"
     assert need.evidence["consecutive_failures"] == 2 and need.evidence["last_error"] == "boom"
+
+
+def test_a_runtime_refusal_needs_a_person_with_the_refusal_until_a_later_run_is_not_refused() -> None:
+    why = f"table {TABLE}: rewrite_data_files refused: this Spark runs Iceberg 1.8.1, and a format v3 table"
+    refused = TableHistory(table=TABLE, refused=why, last_run_at=AT)
+    need = operator_need(_facts(refused))
+    assert need is not None and need.reason == "runtime_refused"
+    assert "icepack spark runtime" in need.summary
+    assert need.evidence == {"refusal": why, "last_run_at": AT.isoformat()}
+    assert operator_need(_facts(refused.model_copy(update={"refused": None}))) is None
 
 
 def test_unreadable_metadata_needs_a_person_but_not_yet_measured_does_not() -> None:

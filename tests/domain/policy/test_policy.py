@@ -107,6 +107,13 @@ def test_every_property_sets_its_field() -> None:
         "icepack.quarantine-after-failures": "10",
         "icepack.priority-boost": "2.5",
         "icepack.compaction.hot-minutes": "15",
+        "icepack.compaction.delete-ratio-threshold": "0.5",
+        "icepack.snapshot.clean-expired-metadata": "true",
+        "icepack.compaction.max-files-per-run": "40",
+        "icepack.stats.table.commits-behind": "20",
+        "icepack.stats.table.rows-changed": "0.1",
+        "icepack.stats.partition.commits-behind": "5",
+        "icepack.stats.partition.rows-changed": "0.05",
         **{f"icepack.action.{action}.enabled": "false" for action in ACTION_ORDER},
     }
     assert set(properties) == set(PROPERTY_NAMES)
@@ -115,7 +122,9 @@ def test_every_property_sets_its_field() -> None:
         enabled=False, cadence_hours=6.5, target_file_size_bytes=134217728, min_input_files=2,
         snapshot_max_age_hours=0.01, snapshot_retain_last=1, orphan_older_than_hours=24,
         windows=parse_windows("sat,sun 00-24; mon-fri 22-06"), quarantine_after_failures=10,
-        priority_boost=2.5, hot_partition_minutes=15,
+        priority_boost=2.5, hot_partition_minutes=15, delete_ratio_threshold=0.5, clean_expired_metadata=True,
+        max_files_per_run=40, table_stats_commits_behind=20, table_stats_rows_changed=0.1,
+        partition_stats_commits_behind=5, partition_stats_rows_changed=0.05,
         actions={action: False for action in ACTION_ORDER},
     )
     set_by = {field: source for field, source in effective.sources.items() if field != "actions"}

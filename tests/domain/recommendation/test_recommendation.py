@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from icepack_dagster.domain.actions import rewrite_position_delete_files
+from icepack_dagster.domain.actions.definition import ActionEstimate, PlanningContext
 from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER, MaintenanceAction
 from icepack_dagster.domain.actions.rewrite_data_files import hot_window_minutes
 from icepack_dagster.domain.health.judging import assess_health, unknown_health
@@ -29,7 +31,7 @@ from icepack_dagster.domain.table.partition_layout import (
     PartitionSpecLayout,
 )
 from icepack_dagster.domain.table.status import TableStatus
-from tests.factories import NOW, MiB, make_status
+from tests.factories import NOW, MiB, make_statistics, make_status
 
 A = MaintenanceAction
 DESTRUCTIVE = (A.EXPIRE_SNAPSHOTS, A.REMOVE_ORPHAN_FILES)
@@ -344,9 +346,11 @@ def test_nothing_to_gain_edges() -> None:
     assert skip_reason(one, A.REWRITE_POSITION_DELETE_FILES) == (
         "nothing to gain: 1 position delete file: nothing to compact"
     )
-    v3 = make_status(format_version=3, live_position_delete_files=40, live_data_files=40)
+    v3 = make_status(
+        format_version=3, live_position_delete_files=40, live_deletion_vectors=40, live_data_files=40
+    )
     assert skip_reason(run(v3), A.REWRITE_POSITION_DELETE_FILES).startswith(
-        "nothing to gain: 40 deletion vectors (format v3)"
+        "nothing to gain: 40 deletion vectors (Puffin, as the manifests list them) are already one per data"
     )
     young = run(make_status(snapshot_count=150, oldest_snapshot_age_seconds=3600.0))
     assert skip_reason(young, A.EXPIRE_SNAPSHOTS).startswith(
@@ -354,6 +358,44 @@ def test_nothing_to_gain_edges() -> None:
     )
     big_manifests = make_status(manifest_count=60, manifest_bytes=60 * 8 * MiB)  # an issue, but all full
     assert skip_reason(run(big_manifests), A.REWRITE_MANIFESTS).startswith("nothing to gain: 60 manifests")
+
+
+def test_position_delete_files_left_by_an_upgrade_to_v3_are_converted_not_taken_for_vectors() -> None:
+    """A v2 table upgraded to v3 keeps its Parquet position delete files: the manifests, not the format
+    version, say they are not deletion vectors. With compaction off they are rewritten into deletion
+    vectors (rewrite-all: Iceberg's size rules never pick a lone file); when compaction applies every
+    delete file first, nothing is left to convert and nothing is recommended."""
+    upgraded = make_status(
+        format_version=3, live_position_delete_files=18, live_deletion_vectors=2, live_data_files=18,
+        live_delete_bytes=18_000,
+    )
+    no_compaction = Policy(actions={A.REWRITE_DATA_FILES: False})
+    actions = run(upgraded, no_compaction).actions
+    [convert] = [a for a in actions if a.action is A.REWRITE_POSITION_DELETE_FILES]
+    assert convert.options == {"rewrite-all": "true"}
+    assert convert.reason.startswith("16 position delete files left from format v2 (Parquet, Avro or ORC")
+    assert convert.prediction is not None and convert.prediction.files_in == 18
+    assert skip_reason(run(upgraded), A.REWRITE_POSITION_DELETE_FILES) == (
+        "nothing to gain: 16 position delete files left from format v2 are applied by rewrite_data_files "
+        "first, which rewrites every data file they point at; none is left to convert"
+    )
+
+
+def test_position_delete_files_a_data_rewrite_leaves_in_hot_partitions_are_still_converted() -> None:
+    """A data rewrite that leaves hot partitions out leaves their delete files too: the planning context
+    carries that fact to the position delete rewrite, which then still converts what an upgrade to v3
+    left (with no prediction of what the data rewrite leaves)."""
+    upgraded = make_status(
+        format_version=3, live_position_delete_files=18, live_deletion_vectors=2, live_data_files=18,
+        live_delete_bytes=18_000,
+    )
+    compaction = ActionEstimate("compaction", applies_deletes=True, leaves_out_hot_partitions=True)
+    context = PlanningContext(upgraded, Policy(), frozenset(), NOW).after(compaction)
+    assert context.deletes_applied and context.hot_partitions_left_out
+    convert = rewrite_position_delete_files.plan(context)
+    assert isinstance(convert, ActionEstimate) and convert.options == {"rewrite-all": "true"}
+    everything_applied = PlanningContext(upgraded, Policy(), frozenset(), NOW, deletes_applied=True)
+    assert isinstance(rewrite_position_delete_files.plan(everything_applied), str)
 
 
 def test_an_action_disabled_by_policy_is_skipped() -> None:
@@ -459,9 +501,9 @@ def test_unknown_health_gets_nothing() -> None:
 def test_actions_follow_action_order() -> None:
     status = make_status(
         **small_files(80, 100), live_position_delete_files=5, manifest_count=60, manifest_bytes=480_000,
-        snapshot_count=200, oldest_snapshot_age_seconds=900_000.0,
+        snapshot_count=200, oldest_snapshot_age_seconds=900_000.0, statistics=make_statistics(),
     )
-    r = run(status)
+    r = run(status, Policy(table_stats_commits_behind=10, partition_stats_commits_behind=10))
     assert [a.action for a in r.actions] == list(ACTION_ORDER)
     assert r.skipped == ()
 

@@ -25,6 +25,15 @@ def test_most_urgent_and_biggest_first() -> None:
     assert rows[-1].quarantined and rows[-1].last_error == "disk full" and rows[-1].state is H
 
 
+def test_a_table_its_spark_refused_needs_a_person_even_when_healthy() -> None:
+    why = "table l.n.v3: rewrite_data_files refused: this Spark runs Iceberg 1.8.1, and ..."
+    rows = needing_attention({"l.n.v3": H, "l.n.fine": H}, {}, {}, {}, {"l.n.v3": why})
+    assert [(r.table, r.refused, r.quarantined) for r in rows] == [("l.n.v3", why, False)]
+    summary = FleetSummary(generated_at_epoch=1, tables=2, by_state={H: 2}, attention=tuple(rows),
+                           attention_total=1)
+    assert "**1 refused** by their Spark's Iceberg runtime" in fleet_markdown(summary)
+
+
 def test_the_markdown_says_how_many_need_attention_and_how_to_release() -> None:
     rows = needing_attention({"l.n.a": C, "l.n.b": W}, {}, {}, {"l.n.a": "boom"})
     summary = FleetSummary(generated_at_epoch=1, tables=2, by_state={C: 1, W: 1}, table_states={},

@@ -1,0 +1,45 @@
+"""What a Spark session says about Iceberg: the version of the Iceberg runtime it runs, and a table's
+format version as that runtime reads it. Both are asked in SQL, so a classic session and a Spark
+Connect server (where there is no JVM on this side) answer the same way:
+`java_method('org.apache.iceberg.IcebergBuild', 'version')` calls Iceberg's own build information in
+the server's JVM, and `SHOW TBLPROPERTIES ... ('format-version')` is Iceberg's table property.
+
+Neither starts a Spark job: the probe selects from an inline `VALUES` row, which Spark evaluates on the
+driver (a `SELECT` without `FROM` scans a one-row RDD, a job that waits for a free task slot on a busy
+cluster), and `SHOW TBLPROPERTIES` is a command. So asking costs a round trip, never a task, and the
+first job of a table's maintenance is its first action's."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+
+from icepack_dagster.domain.sql.procedures import qualified_table
+from icepack_dagster.domain.table.key import TableKey
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+RUNTIME_PROBE = "SELECT java_method('org.apache.iceberg.IcebergBuild', 'version') AS version FROM VALUES (1)"
+
+
+def iceberg_runtime(session: SparkSession) -> str | None:
+    """The Iceberg runtime version of the Spark behind `session` (e.g. `1.11.0`); None when it cannot
+    be told (no Iceberg on its classpath, or reflection disabled)."""
+    try:
+        rows = session.sql(RUNTIME_PROBE).collect()
+    except (PySparkException, Py4JJavaError):
+        return None
+    return str(rows[0]["version"]) if rows and rows[0]["version"] else None
+
+
+def table_format_version(session: SparkSession, catalog: str, key: TableKey) -> int | None:
+    """The table's format version as the session's Iceberg reads it; None when it does not say."""
+    try:
+        rows = session.sql(f"SHOW TBLPROPERTIES {qualified_table(catalog, key)} ('format-version')").collect()
+    except (PySparkException, Py4JJavaError):
+        return None
+    value = str(rows[0]["value"]) if rows else ""
+    return int(value) if value.isdecimal() else None
