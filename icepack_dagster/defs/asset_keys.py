@@ -1,15 +1,20 @@
 """The names of everything icepack defines in Dagster, per deployment, in one place: asset keys, jobs,
-sensors, schedules and the assets' op names, so sensors and assets that read each other's events
+sensors, schedules, resources and the assets' op names, so sensors and assets that read each other's events
 agree; and what every asset says about itself in the UI: who owns it and which version of the code
 produced it.
 
-Asset keys and instigator names are global to a Dagster workspace (and names to a code location), so
-two deployments (two code locations, or two components in one project) must not share them. The
-default deployment (`icepack`) keeps its bare names (`table_status`, `health_sync`), so an instance
-that ran icepack before keeps its history; any other deployment's asset keys take its name as a key
-prefix (`lake_b/table_status`) and its jobs, sensors and schedules its name as a prefix
-(`lake_b_health_sync`). The partitions definition and maintenance pool are named in
-`PlatformSettings` (`partitions_name`, `maintenance_pool`), where the configuration layer needs them.
+Asset keys are global to a Dagster workspace, and job, sensor, schedule and resource names to a code
+location, so two deployments (two code locations, or two components in one project) must not share
+them. The default deployment (`icepack`) keeps its bare names (`table_status`, `health_sync`, the
+resources `icepack` and `spark`), so an instance that ran icepack before keeps its history; any other
+deployment's asset keys take its name as a key prefix (`lake_b/table_status`) and its jobs, sensors,
+schedules and resources its name as a prefix (`lake_b_health_sync`, `lake_b_spark`). Assets, ops and
+sensors take their resources under those keys (`required_resource_keys`, read with
+`defs/resources.py`'s `icepack_of` and `spark_of`): a parameter's name cannot be computed. A sensor
+called directly (`sensor(context)`, as tests do) also gets its required resources as keywords, which
+the daemon does not pass, so sensors take `**_direct` and read the context's resources either way. The
+partitions definition and maintenance pool are named in `PlatformSettings` (`partitions_name`,
+`maintenance_pool`), where the configuration layer needs them.
 """
 
 from __future__ import annotations
@@ -75,6 +80,16 @@ class DeploymentNames:
     @property
     def fleet_summary(self) -> dg.AssetKey:
         return self.key("fleet_summary")
+
+    @property
+    def icepack_resource(self) -> str:
+        """The key of the deployment's `IcepackResource` (the engine, from its settings)."""
+        return self.name("icepack")
+
+    @property
+    def spark_resource(self) -> str:
+        """The key of the deployment's `SparkResource` (a host project very likely has its own `spark`)."""
+        return self.name("spark")
 
     @property
     def maintained_step(self) -> str:

@@ -21,7 +21,7 @@ from icepack_dagster.defs.health_sync.job import (
     health_sync_requests,
 )
 from icepack_dagster.defs.partitions import tables_partitions
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.run_tags import deployment_tags
 from icepack_dagster.domain.decisions.dagster_partition_changes import (
     DagsterPartitionChanges,
@@ -78,7 +78,7 @@ def _result(
     return dg.SensorResult(
         dynamic_partitions_requests=requests,
         run_requests=health_sync_requests(
-            build_health_sync_job(platform.deployment_name).name,
+            DeploymentNames.of(platform),
             [*unsynced, *changes.added],
             platform.health_sync_batch_size,
             f"discovered:{generation}",
@@ -95,6 +95,7 @@ def build_discovery_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
 
     @dg.sensor(
         name=DeploymentNames.of(platform).name("iceberg_table_discovery"),
+        required_resource_keys={DeploymentNames.of(platform).icepack_resource},
         job=build_health_sync_job(platform.deployment_name),
         minimum_interval_seconds=platform.discovery_interval_seconds,
         default_status=default,
@@ -103,8 +104,9 @@ def build_discovery_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
         metadata=health_sync_materializes(DeploymentNames.of(platform)),
     )
     def iceberg_table_discovery(
-        context: dg.SensorEvaluationContext, icepack: IcepackResource
+        context: dg.SensorEvaluationContext, **_direct: object
     ) -> dg.SensorResult | dg.SkipReason:
+        icepack = icepack_of(context, DeploymentNames.of(platform))
         found = _discovered(icepack)
         if isinstance(found, dg.SkipReason):
             return found

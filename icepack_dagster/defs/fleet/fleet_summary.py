@@ -3,6 +3,7 @@ reclaimed totals come from the tables' facts in icepack's state database (one qu
 never from Dagster's event log, so deleting runs leaves the summary unchanged."""
 
 import functools
+import inspect
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -11,7 +12,7 @@ import dagster as dg
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.materialization_codec import fleet_metadata
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, runs_maintaining
 from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.clock import utc_now
@@ -87,12 +88,19 @@ def _paused_by_breakers(
 def build_fleet_summary(deployment_name: str) -> dg.AssetsDefinition:
     """The deployment's fleet summary, after its health and maintenance (one definition per name)."""
     names = DeploymentNames(deployment_name)
-    return dg.asset(
+
+    @dg.asset(
         key=names.fleet_summary,
         deps=[names.table_health, names.maintained_table],
         group_name="fleet",
         kinds={"iceberg"},
-    )(fleet_summary)
+        required_resource_keys={names.icepack_resource},
+        description=inspect.getdoc(fleet_summary),
+    )
+    def fleet_summary_asset(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        return fleet_summary(context, icepack_of(context, names))
+
+    return fleet_summary_asset
 
 
 def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -> dg.MaterializeResult:

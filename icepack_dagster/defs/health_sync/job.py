@@ -8,15 +8,16 @@ periodic rewrite): see `domain/health/sync_writes.py`.
 """
 
 import functools
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
 from pydantic import Field
 
-from icepack_dagster.defs.asset_keys import DeploymentNames
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES, DeploymentNames
 from icepack_dagster.defs.health_sync.table_sync import sync_tables
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.run_tags import OBSERVATION, batch_tags, claim_run, observation_tags
 from icepack_dagster.domain.health.sync_writes import SyncWrites
 
@@ -41,10 +42,11 @@ class HealthSyncConfig(dg.Config):
     )
 
 
-@dg.op(name="sync_tables")
-def sync_tables_op(
-    context: dg.OpExecutionContext, config: HealthSyncConfig, icepack: IcepackResource
-) -> None:
+HEALTH_SYNC_JOB = "health_sync"  # the default deployment's names; others' carry their prefix
+SYNC_TABLES_OP = "sync_tables"
+
+
+def sync_batch(context: dg.OpExecutionContext, config: HealthSyncConfig, icepack: IcepackResource) -> None:
     """Measure and judge a batch of tables and record their `table_status` and `table_health`."""
     platform = icepack.settings.platform
     claim_run(context, platform, OBSERVATION)
@@ -67,9 +69,18 @@ def sync_tables_op(
 @functools.cache
 def build_health_sync_job(deployment_name: str) -> dg.JobDefinition:
     """The deployment's health-sync job (one definition per deployment name)."""
+    names = DeploymentNames(deployment_name)
+
+    @dg.op(
+        name=names.name(SYNC_TABLES_OP),
+        required_resource_keys={names.icepack_resource},
+        description=inspect.getdoc(sync_batch),
+    )
+    def sync_tables_op(context: dg.OpExecutionContext, config: HealthSyncConfig) -> None:
+        sync_batch(context, config, icepack_of(context, names))
 
     @dg.job(
-        name=DeploymentNames(deployment_name).name("health_sync"),
+        name=names.name(HEALTH_SYNC_JOB),
         tags=observation_tags(),
         # One op that reads metadata with its own thread pool: a step subprocess (the default executor)
         # would only add a Python start and a definitions import to every run.
@@ -83,26 +94,28 @@ def build_health_sync_job(deployment_name: str) -> dg.JobDefinition:
     return health_sync_job
 
 
-def health_sync_run_config(tables: list[str], writes: str) -> dict[str, Any]:
-    """The run config of a health-sync run over `tables`."""
-    return {"ops": {sync_tables_op.name: {"config": {"tables": tables, "writes": writes}}}}
+def health_sync_run_config(
+    tables: list[str], writes: str, names: DeploymentNames = DEFAULT_NAMES
+) -> dict[str, Any]:
+    """The run config of a health-sync run of deployment `names` over `tables`."""
+    return {"ops": {names.name(SYNC_TABLES_OP): {"config": {"tables": tables, "writes": writes}}}}
 
 
-def run_config_tables(run_config: Mapping[str, Any]) -> list[str]:
+def run_config_tables(run_config: Mapping[str, Any], names: DeploymentNames) -> list[str]:
     """The tables a health-sync run's config lists (none when the config is not a health-sync run's)."""
-    config = run_config.get("ops", {}).get(sync_tables_op.name, {}).get("config", {})
+    config = run_config.get("ops", {}).get(names.name(SYNC_TABLES_OP), {}).get("config", {})
     return list(config.get("tables", []))
 
 
 def health_sync_requests(
-    job_name: str,
+    names: DeploymentNames,
     partitions: Sequence[str],
     batch_size: int,
     run_key_prefix: str,
     writes: SyncWrites = "changes",
     tags: Mapping[str, str] | None = None,
 ) -> list[dg.RunRequest]:
-    """Run requests of the health-sync job `job_name` covering `partitions` (contiguous in partition
+    """Run requests of the deployment's health-sync job covering `partitions` (contiguous in partition
     order) in batches, each with `tags` (the deployment's); `writes` says whether each run writes only
     tables that changed (the default) or every table."""
     requests = []
@@ -111,8 +124,8 @@ def health_sync_requests(
         requests.append(
             dg.RunRequest(
                 run_key=f"{run_key_prefix}:{index}",
-                job_name=job_name,
-                run_config=health_sync_run_config(list(batch), writes),
+                job_name=names.name(HEALTH_SYNC_JOB),
+                run_config=health_sync_run_config(list(batch), writes, names),
                 tags={**(tags or {}), **batch_tags(batch)},
             )
         )

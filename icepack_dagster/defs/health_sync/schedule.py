@@ -40,7 +40,8 @@ def unfinished_scheduled_tables(
     schedule = {SCHEDULE_NAME_TAG: schedule_name(platform)}
     job = build_health_sync_job(platform.deployment_name)
     runs = instance.get_runs(own_runs(platform, UNFINISHED, schedule, job_name=job.name))
-    return {table for run in runs for table in run_config_tables(run.run_config)}, len(runs)
+    names = DeploymentNames.of(platform)
+    return {table for run in runs for table in run_config_tables(run.run_config, names)}, len(runs)
 
 
 def schedule_name(platform: PlatformSettings) -> str:
@@ -69,7 +70,7 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
             return dg.SkipReason("no tables yet: the discovery sensor adds them as iceberg_tables partitions")
         tick = context.scheduled_execution_time.isoformat()
         requests = health_sync_requests(
-            job.name,
+            DeploymentNames.of(platform),
             partitions,
             platform.health_sync_batch_size,
             f"health-sync:{tick}",
@@ -77,7 +78,8 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
             deployment_tags(platform),
         )
         pending, runs = unfinished_scheduled_tables(context.instance, platform)
-        ready = [r for r in requests if pending.isdisjoint(run_config_tables(r.run_config))]
+        names = DeploymentNames.of(platform)
+        ready = [r for r in requests if pending.isdisjoint(run_config_tables(r.run_config, names))]
         if len(ready) == len(requests):
             return requests
         held = (

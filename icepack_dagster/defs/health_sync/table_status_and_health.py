@@ -22,7 +22,7 @@ from icepack_dagster.defs.materialization_codec import (
     NEEDS_OPERATOR_CHECK_DESCRIPTION,
 )
 from icepack_dagster.defs.partitions import tables_partitions
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import icepack_of
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run
 
 
@@ -76,10 +76,12 @@ def build_table_status_and_health(deployment_name: str) -> dg.AssetsDefinition:
         can_subset=True,
         partitions_def=tables,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        required_resource_keys={names.icepack_resource},
     )
-    def table_status_and_health(context: dg.AssetExecutionContext, icepack: IcepackResource):  # type: ignore[no-untyped-def]
+    def table_status_and_health(context: dg.AssetExecutionContext):  # type: ignore[no-untyped-def]
         """Measure and judge the selected tables; write a `table_status` and a `table_health`
         materialization and a `healthy` and a `needs_operator` check result for each."""
+        icepack = icepack_of(context, names)
         claim_run(context, icepack.settings.platform, OBSERVATION)
         sync_tables(context, icepack, context.partition_keys, only_changes=False)
         yield from ()

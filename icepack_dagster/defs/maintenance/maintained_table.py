@@ -1,6 +1,7 @@
 """`maintained_table`: the table after its recommended maintenance ran on Spark."""
 
 import functools
+import inspect
 
 import dagster as dg
 
@@ -18,7 +19,7 @@ from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.maintenance.unreferenced_report import unreferenced_metadata
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommendation, maintenance_metadata
 from icepack_dagster.defs.partitions import tables_partitions
-from icepack_dagster.defs.resources import IcepackResource, SparkResource
+from icepack_dagster.defs.resources import IcepackResource, SparkResource, icepack_of, spark_of
 from icepack_dagster.defs.run_tags import MAINTENANCE, OUTCOME_TAG, claim_run
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.history import TableHistory
@@ -45,7 +46,8 @@ def build_maintained_table(deployment_name: str) -> dg.AssetsDefinition:
     platform = PlatformSettings(deployment_name=deployment_name)
     names = DeploymentNames(deployment_name)
     tables = tables_partitions(platform)
-    return dg.asset(
+
+    @dg.asset(
         key=names.maintained_table,
         partitions_def=tables,
         deps=[names.maintenance_recommendation],
@@ -61,7 +63,15 @@ def build_maintained_table(deployment_name: str) -> dg.AssetsDefinition:
                 "unhealthy",
             )
         ],
-    )(maintained_table)
+        required_resource_keys={names.icepack_resource, names.spark_resource},
+        description=inspect.getdoc(maintained_table),
+    )
+    def maintained_table_asset(
+        context: dg.AssetExecutionContext, config: MaintenanceConfig
+    ) -> dg.MaterializeResult:
+        return maintained_table(context, config, icepack_of(context, names), spark_of(context, names))
+
+    return maintained_table_asset
 
 
 def maintained_table(

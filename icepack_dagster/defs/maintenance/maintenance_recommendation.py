@@ -1,6 +1,7 @@
 """`maintenance_recommendation`: what one table should get now, and why each other action is left out."""
 
 import functools
+import inspect
 
 import dagster as dg
 
@@ -9,7 +10,7 @@ from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.materialization_codec import Metadata, recommendation_metadata
 from icepack_dagster.defs.partitions import tables_partitions
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.run_tags import MAINTENANCE, claim_run
 from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER
 from icepack_dagster.domain.clock import utc_now
@@ -26,13 +27,20 @@ def build_maintenance_recommendation(deployment_name: str) -> dg.AssetsDefinitio
     """The asset over the deployment's partitions (one definition per deployment name)."""
     platform = PlatformSettings(deployment_name=deployment_name)
     names = DeploymentNames(deployment_name)
-    return dg.asset(
+
+    @dg.asset(
         key=names.maintenance_recommendation,
         partitions_def=tables_partitions(platform),
         deps=[names.table_health],
         group_name="iceberg_tables",
         kinds={"iceberg"},
-    )(maintenance_recommendation)
+        required_resource_keys={names.icepack_resource},
+        description=inspect.getdoc(maintenance_recommendation),
+    )
+    def recommendation_asset(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        return maintenance_recommendation(context, icepack_of(context, names))
+
+    return recommendation_asset
 
 
 def maintenance_recommendation(

@@ -68,7 +68,7 @@ def build_post_maintenance_sensor(platform: PlatformSettings) -> dg.RunStatusSen
             return dg.SkipReason(f"run {run_id} {why}")
         return dg.RunRequest(
             run_key=f"post-maintenance:{run_id}",
-            run_config=health_sync_run_config(changed, "all"),
+            run_config=health_sync_run_config(changed, "all", names),
             tags=deployment_tags(platform) | batch_tags(changed),
         )
 

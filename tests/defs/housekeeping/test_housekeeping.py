@@ -95,8 +95,9 @@ def _unfinished_run(instance: dg.DagsterInstance, job: dg.JobDefinition, event_t
 
 def _failed_release(defs: dg.Definitions, instance: dg.DagsterInstance, deployment: str = "icepack") -> str:
     """A real failed run: an operator releasing a table by a name that is no table identifier."""
-    job = defs.resolve_job_def(DeploymentNames(deployment).name("release_quarantine_job"))
-    config = {"ops": {"release_quarantine": {"config": {"table": "orders"}}}}
+    names = DeploymentNames(deployment)
+    job = defs.resolve_job_def(names.name("release_quarantine_job"))
+    config = {"ops": {names.name("release_quarantine"): {"config": {"table": "orders"}}}}
     result = job.execute_in_process(instance=instance, run_config=config, raise_on_error=False)
     assert not result.success
     return result.run_id
