@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dagster as dg  # noqa: E402
 
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH  # noqa: E402
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES  # noqa: E402
 from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of  # noqa: E402
 from icepack_dagster.defs.materialization_codec import decode_health, health_metadata  # noqa: E402
 from icepack_dagster.domain.clock import utc_now  # noqa: E402
@@ -61,7 +61,9 @@ def main() -> None:
         instance.add_dynamic_partitions("iceberg_tables", tables)
         loading, _ = _timed(lambda: [
             instance.report_runless_asset_event(
-                dg.AssetMaterialization(TABLE_HEALTH, partition=t, metadata=health_metadata(_health(t)))
+                dg.AssetMaterialization(
+                    DEFAULT_NAMES.table_health, partition=t, metadata=health_metadata(_health(t))
+                )
             )
             for t in tables
         ])
@@ -69,12 +71,14 @@ def main() -> None:
 
         def events_tick() -> int:
             records = instance.fetch_materializations(  # what the sensor read before the table facts
-                dg.AssetRecordsFilter(asset_key=TABLE_HEALTH, after_storage_id=0), limit=count, ascending=True
+                dg.AssetRecordsFilter(asset_key=DEFAULT_NAMES.table_health, after_storage_id=0),
+                limit=count,
+                ascending=True,
             ).records
             return sum(decode_health(metadata_of(r)) is not None for r in records)
 
         def events_fleet() -> int:
-            records = latest_per_partition(instance, TABLE_HEALTH, tables)
+            records = latest_per_partition(instance, DEFAULT_NAMES.table_health, tables)
             return sum(decode_health(metadata_of(r)) is not None for r in records.values())
 
         rows = [

@@ -68,7 +68,7 @@ from bench._platform import Platform, RunTimes  # noqa: E402
 from bench._warm_spark import connect_settings, open_files, warm_connect_server, warm_up  # noqa: E402
 from icepack_dagster.config.settings import load_settings  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE  # noqa: E402
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES  # noqa: E402
 from icepack_dagster.defs.event_reads import metadata_of  # noqa: E402
 from icepack_dagster.defs.health_sync.job import health_sync_run_config  # noqa: E402
 from icepack_dagster.defs.materialization_codec import decode_report  # noqa: E402
@@ -209,7 +209,7 @@ def _wait_for_maintenance(
             missing = sorted(set(tables) - set(found))
             raise TimeoutError(f"{len(missing)} table(s) not maintained after {timeout:.0f} s: "
                                f"{missing[:5]}; see {platform.log}")
-        filters = dg.AssetRecordsFilter(asset_key=MAINTAINED_TABLE)
+        filters = dg.AssetRecordsFilter(asset_key=DEFAULT_NAMES.maintained_table)
         records = [*instance.fetch_materializations(filters, limit=10_000).records,
                    *instance.fetch_observations(filters, limit=10_000).records]
         for record in records:

@@ -51,9 +51,9 @@ from bench.trivial_location import defs as trivial_defs  # noqa: E402
 from bench.trivial_location import trivial  # noqa: E402
 from icepack_dagster.config.settings import load_settings  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH  # noqa: E402
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES  # noqa: E402
 from icepack_dagster.defs.health_sync.job import (  # noqa: E402
-    health_sync_job,
+    build_health_sync_job,
     health_sync_requests,
     health_sync_run_config,
 )
@@ -64,6 +64,7 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 ICEPACK_LOCATION = "icepack_dagster"  # workspace.yaml
 TRIVIAL_LOCATION = "bench.trivial_location"
 TRIVIAL_JOB = trivial.name
+HEALTH_SYNC = build_health_sync_job(DEFAULT_NAMES.deployment).name
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def main() -> None:
         return
     print(f"Health-sync run benchmark ({count:,} tables); {machine()}")
     keys, config = fleet_and_settings(bench, count, {"health_sync_batch_size": count}, status_workers=1)
-    job = build_definitions(load_settings(**config)).resolve_job_def(health_sync_job.name)
+    job = build_definitions(load_settings(**config)).resolve_job_def(HEALTH_SYNC)
     partitions = [key.text for key in keys]
     platform = Platform(
         bench.workdir / "platform-health-sync", config, queue_interval_seconds=1,
@@ -233,7 +234,7 @@ def full_sync(bench: Bench, count: int) -> None:
     print(f"Whole health sync of {count:,} tables as real runs; {machine()}")
     keys, config = fleet_and_settings(bench, count, {"health_sync_cron": "* * * * *"})
     settings = load_settings(**config)
-    job = build_definitions(settings).resolve_job_def(health_sync_job.name)
+    job = build_definitions(settings).resolve_job_def(HEALTH_SYNC)
     batch = settings.platform.health_sync_batch_size
     platform = Platform(bench.workdir / f"platform-sync{count}", config, queue_interval_seconds=1)
     rows: list[list[Any]] = []
@@ -244,7 +245,9 @@ def full_sync(bench: Bench, count: int) -> None:
         rows.append(sync_row(platform, "first sync (every table new), real runs", count, first))
         # the schedule's own batches: the partitions in the instance's order, as its tick reads them
         partitions = platform.instance.get_dynamic_partitions(PARTITIONS_NAME)
-        requests = health_sync_requests(partitions, batch, "bench", settings.platform.health_sync_writes)
+        requests = health_sync_requests(
+            HEALTH_SYNC, partitions, batch, "bench", settings.platform.health_sync_writes
+        )
         serial, _, results = timed(lambda: [
             job.execute_in_process(instance=platform.instance, run_config=dict(request.run_config) | QUIET)
             for request in requests
@@ -271,7 +274,7 @@ def full_sync(bench: Bench, count: int) -> None:
 def scheduled_sync(platform: Platform, runs: int) -> list[RunTimes]:
     """Start the schedule, wait for the tick that requests `runs` health-sync runs, stop the schedule
     (no second tick joins), and wait for those runs: their times, ordered by end."""
-    health_sync = dg.RunsFilter(job_name=health_sync_job.name)
+    health_sync = dg.RunsFilter(job_name=HEALTH_SYNC)
     known = {r.dagster_run.run_id for r in platform.instance.get_run_records(filters=health_sync)}
 
     def new_runs() -> list[str]:
@@ -312,7 +315,8 @@ def tables_written(platform: Platform, run_ids: list[str]) -> int:
         1
         for run_id in run_ids
         for record in platform.instance.get_records_for_run(run_id, of_type=kind, limit=1_000_000).records
-        if (event := record.event_log_entry.dagster_event) is not None and event.asset_key == TABLE_HEALTH
+        if (event := record.event_log_entry.dagster_event) is not None
+        and event.asset_key == DEFAULT_NAMES.table_health
     )
 
 

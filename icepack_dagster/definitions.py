@@ -19,16 +19,16 @@ import dagster as dg
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.defs.alerts.alert_sensor import build_alert_sensor
-from icepack_dagster.defs.asset_keys import with_ownership
+from icepack_dagster.defs.asset_keys import DeploymentNames, with_ownership
 from icepack_dagster.defs.discovery.discovery_sensor import build_discovery_sensor
 from icepack_dagster.defs.fleet.fleet_sensor import build_fleet_sensor
-from icepack_dagster.defs.fleet.fleet_summary import fleet_summary
-from icepack_dagster.defs.fleet.job import fleet_summary_job
+from icepack_dagster.defs.fleet.fleet_summary import build_fleet_summary
+from icepack_dagster.defs.fleet.job import build_fleet_summary_job
 from icepack_dagster.defs.health_sync.freshness import with_health_freshness
-from icepack_dagster.defs.health_sync.job import health_sync_job
+from icepack_dagster.defs.health_sync.job import build_health_sync_job
 from icepack_dagster.defs.health_sync.schedule import build_health_sync_schedule
 from icepack_dagster.defs.health_sync.table_status_and_health import build_table_status_and_health
-from icepack_dagster.defs.housekeeping.job import housekeeping_job
+from icepack_dagster.defs.housekeeping.job import build_housekeeping_job
 from icepack_dagster.defs.housekeeping.schedule import build_housekeeping_schedule
 from icepack_dagster.defs.maintenance.batch_job import build_maintenance_batch_job
 from icepack_dagster.defs.maintenance.failure_sensor import build_maintenance_failure_sensor
@@ -37,7 +37,10 @@ from icepack_dagster.defs.maintenance.maintained_table import build_maintained_t
 from icepack_dagster.defs.maintenance.maintenance_recommendation import build_maintenance_recommendation
 from icepack_dagster.defs.maintenance.maintenance_sensor import build_maintenance_sensor
 from icepack_dagster.defs.maintenance.post_maintenance_sensor import build_post_maintenance_sensor
-from icepack_dagster.defs.maintenance.quarantine_release import release_quarantine_job, rollback_job
+from icepack_dagster.defs.maintenance.quarantine_release import (
+    build_release_quarantine_job,
+    build_rollback_job,
+)
 from icepack_dagster.defs.resources import build_resources
 
 
@@ -48,7 +51,7 @@ def deployment_assets(platform: PlatformSettings) -> list[dg.AssetsDefinition]:
         build_table_status_and_health(name),
         build_maintenance_recommendation(name),
         build_maintained_table(name),
-        fleet_summary,
+        build_fleet_summary(name),
     ]
 
 
@@ -56,13 +59,13 @@ def deployment_jobs(platform: PlatformSettings) -> list[Any]:
     """The jobs of one deployment; its maintenance jobs hold its maintenance pool."""
     name = platform.deployment_name
     return [
-        health_sync_job,
+        build_health_sync_job(name),
         build_maintenance_job(name),
         build_maintenance_batch_job(name),
-        fleet_summary_job,
-        release_quarantine_job,
-        rollback_job,
-        housekeeping_job,
+        build_fleet_summary_job(name),
+        build_release_quarantine_job(name),
+        build_rollback_job(name),
+        build_housekeeping_job(name),
     ]
 
 
@@ -71,10 +74,11 @@ def build_definitions(settings: IcepackSettings | None = None) -> dg.Definitions
     the schedule and sensors from its `platform` section."""
     settings = settings or load_settings()
     platform = settings.platform
+    names = DeploymentNames.of(platform)
     return dg.Definitions(
         assets=list(
             dg.map_asset_specs(
-                lambda spec: with_health_freshness(platform, with_ownership(spec)),
+                lambda spec: with_health_freshness(platform, with_ownership(names, spec)),
                 deployment_assets(platform),
             )
         ),

@@ -94,8 +94,10 @@ class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
         Field(pattern=DEPLOYMENT_NAME_PATTERN),
         _described(
             "This icepack deployment's name (lowercase letters, digits, '_'; default 'icepack'): its "
-            "partitions definition, maintenance pool and the icepack/deployment tag of its runs carry it. "
-            "Give each icepack deployment of one Dagster instance its own"
+            "partitions definition, maintenance pool and the icepack/deployment tag of its runs carry it, "
+            "its asset keys take it as a key prefix and its jobs, sensors, schedules and resource keys as a "
+            "name prefix (the default deployment keeps bare names). Give each icepack deployment of one "
+            "Dagster instance its own"
         ),
     ] = None
     catalogs: Annotated[

@@ -2,7 +2,7 @@
 it is, on the embedded demo catalog (`lake`, a SQLite catalog and a warehouse under the project's
 `.icepack` folder; `icepack demo` with `ICEPACK_HOME` set to it builds the demo tables there), with
 commented lines showing where a real catalog and its secrets go. The deployment is named after the
-folder, so two scaffolded components never share partitions or a pool."""
+folder, so two scaffolded components never share partitions, a pool, an asset key or any other name."""
 
 import re
 from pathlib import Path
@@ -17,8 +17,9 @@ DEFS_YAML = """\
 type: {type_name}
 
 attributes:
-  # Names this deployment's partitions definition, maintenance pool and the icepack/deployment tag of
-  # its runs; give each icepack component of one Dagster instance its own.
+  # Names this deployment's partitions definition, maintenance pool, the icepack/deployment tag of its
+  # runs, its asset key prefix and the prefix of its jobs, sensors, schedules and resource keys; give
+  # each icepack component of one Dagster instance its own.
   name: {name}
   home: "{{{{ context.project_root }}}}/.icepack"
   catalogs:

@@ -27,8 +27,9 @@ class PlatformSettings(FrozenModel):
         pattern=DEPLOYMENT_NAME_PATTERN,
         description="Which icepack deployment of a shared Dagster instance this is: every run it starts "
         "carries it (tag icepack/deployment), and it names the deployment's partitions definition, "
-        "maintenance pool and table facts (in a state database deployments may share); give each code "
-        "location of icepack on one instance its own",
+        "maintenance pool, table facts (in a state database deployments may share), asset keys, jobs, "
+        "sensors, schedules and resource keys (the default deployment keeps bare names); give each code "
+        "location or component of icepack on one instance its own",
     )
 
     health_sync_cron: str = Field(default="*/15 * * * *", description="When status and health refresh (UTC)")

@@ -16,6 +16,7 @@ from pydantic import Field, PrivateAttr
 
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.config.spark import SparkSettings
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.run_tags import PARTITION_TAG, TABLE_TAG
 from icepack_dagster.domain.sizing.run_sizing import read_spark_conf_tag, spark_settings_update
 from icepack_dagster.engine import Engine
@@ -123,8 +124,23 @@ class IcepackResource(dg.ConfigurableResource):
         return self.settings.home / "metrics" / "icepack.prom"
 
 
+def icepack_of(context: Any, names: DeploymentNames) -> IcepackResource:
+    """The deployment's `IcepackResource` from an op, asset or sensor context that requires it."""
+    resource = getattr(context.resources, names.icepack_resource)
+    assert isinstance(resource, IcepackResource), names.icepack_resource
+    return resource
+
+
+def spark_of(context: Any, names: DeploymentNames) -> SparkResource:
+    """The deployment's `SparkResource` from an op or asset context that requires it."""
+    resource = getattr(context.resources, names.spark_resource)
+    assert isinstance(resource, SparkResource), names.spark_resource
+    return resource
+
+
 def build_resources(settings: IcepackSettings) -> dict[str, dg.ConfigurableResource]:
-    """The `icepack` and `spark` resources from one settings object (its `platform` section sizes runs)."""
+    """The `icepack` and `spark` resources from one settings object (its `platform` section sizes runs),
+    under the deployment's resource keys (`icepack` and `spark` for the default deployment)."""
     platform = settings.platform
     spark = SparkResource(settings=settings)
     icepack = IcepackResource(
@@ -134,4 +150,5 @@ def build_resources(settings: IcepackSettings) -> dict[str, dg.ConfigurableResou
         attention_rewrite_hours=platform.attention_rewrite_hours,
         fleet_metrics_path=str(platform.fleet_metrics_path) if platform.fleet_metrics_path else None,
     )
-    return {"icepack": icepack, "spark": spark}
+    names = DeploymentNames.of(platform)
+    return {names.icepack_resource: icepack, names.spark_resource: spark}

@@ -3,10 +3,11 @@ project (a pyproject with `[tool.dg]`, the template's `definitions.py`, an empty
 `dg list components` lists `icepack_dagster.IcepackComponent` (found through the package's
 `dagster_dg_cli.registry_modules` entry point); `dg scaffold defs icepack_dagster.IcepackComponent
 lake_health` writes a `defs.yaml` that `dg check defs` accepts as it is and `dg list defs` shows
-(icepack's assets in the component's group, its sensors, schedules and resources); and the scaffolded
-component, loaded as Dagster loads the project's defs folder, discovers the tables of the embedded demo
-catalog as its own partitions and materializes their status and health on a real instance, leaving the
-tables' contents unchanged."""
+(icepack's assets in the component's group, its sensors, schedules and resources); a second component
+for a second lake (`lake_south`, its own embedded catalog) loads beside it, every name of each under its
+own prefix; and the two components, loaded as Dagster loads the project's defs folder, each discover
+the tables of their own lake as their own partitions and materialize their status and health on one
+real instance, leaving the tables' contents unchanged."""
 
 from __future__ import annotations
 
@@ -22,12 +23,15 @@ import dagster as dg
 import pytest
 
 from icepack_dagster.config.settings import load_settings
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from tests.defs.dagster_testkit import apply_partition_requests, evaluate_sensor, run_health_sync
 from tests.tables_testkit import arrow_fingerprint, make_table, table_key
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "lakeside"  # the host project's package
+LAKES = {"lake_health": ".icepack", "lake_south": ".icepack_south"}  # component -> its lake's home
+ASSETS = ("table_status", "table_health", "maintenance_recommendation", "maintained_table", "fleet_summary")
 COMPONENT = "icepack_dagster.IcepackComponent"
 PYPROJECT = f"""\
 [project]
@@ -95,7 +99,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (defs_folder / "__init__.py").write_text("")
     (root / "dagster_home").mkdir()
     (root / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    dg_command(root, "scaffold", "defs", COMPONENT, "lake_health")
+    for component, home in LAKES.items():
+        dg_command(root, "scaffold", "defs", COMPONENT, component)
+        defs_yaml = defs_folder / component / "defs.yaml"
+        defs_yaml.write_text(defs_yaml.read_text().replace('/.icepack"', f'/{home}"'))  # a lake of its own
     return root
 
 
@@ -111,13 +118,17 @@ def test_the_scaffolded_defs_yaml_checks_and_lists(project: Path) -> None:
     dg_command(project, "check", "defs")
     listed = json.loads(dg_command(project, "list", "defs", "--json"))
     assets = {asset["asset_key"]: asset for asset in listed["assets"]}
-    assert set(assets) == {
-        "table_status", "table_health", "maintenance_recommendation", "maintained_table", "fleet_summary"
-    }
-    assert {asset["group_name"] for asset in assets.values()} == {"lake_health"}
-    assert {s["name"] for s in listed["sensors"]} >= {"iceberg_table_discovery", "maintenance_sensor"}
-    assert {s["name"] for s in listed["schedules"]} == {"health_sync_schedule", "housekeeping_schedule"}
-    assert {resource["name"] for resource in listed["resources"]} == {"icepack", "spark"}
+    assert set(assets) == {f"{lake}/{asset}" for lake in LAKES for asset in ASSETS}
+    for key, asset in assets.items():
+        assert asset["group_name"] == key.split("/")[0]
+    sensors = {s["name"] for s in listed["sensors"]}
+    schedules = {s["name"] for s in listed["schedules"]}
+    for lake in LAKES:
+        assert {f"{lake}_iceberg_table_discovery", f"{lake}_maintenance_sensor"} <= sensors
+        assert {f"{lake}_health_sync_schedule", f"{lake}_housekeeping_schedule"} <= schedules
+    assert len(schedules) == 2 * len(LAKES)
+    resources = {resource["name"] for resource in listed["resources"]}
+    assert resources == {f"{lake}_{resource}" for lake in LAKES for resource in ("icepack", "spark")}
 
 
 @pytest.fixture
@@ -131,34 +142,50 @@ def project_definitions(project: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
         del sys.modules[name]
 
 
-def test_the_scaffolded_component_materializes_demo_tables(
+def test_each_component_materializes_its_own_lakes_tables(
     project: Path, project_definitions: dg.Definitions
 ) -> None:
-    catalogs = CatalogSet(load_settings(home=project / ".icepack"))  # the scaffolded yaml's home
-    keys = [make_table(catalogs, table_key("demo", name), commits=3) for name in ("orders", "events")]
-    before = {key.text: arrow_fingerprint(catalogs.get("lake").load_table(key.identifier)) for key in keys}
+    lakes = {lake: CatalogSet(load_settings(home=project / home)) for lake, home in LAKES.items()}
+    tables = {"lake_health": ("orders", "events"), "lake_south": ("shipments",)}
+    keys = {
+        lake: [make_table(catalogs, table_key("demo", name), commits=3) for name in tables[lake]]
+        for lake, catalogs in lakes.items()
+    }
 
+    def fingerprints() -> dict[str, object]:
+        return {
+            f"{lake}:{key.text}": arrow_fingerprint(lakes[lake].get("lake").load_table(key.identifier))
+            for lake in LAKES
+            for key in keys[lake]
+        }
+
+    before = fingerprints()
     with dg.instance_for_test() as instance:
-        discovered = evaluate_sensor(project_definitions, "iceberg_table_discovery", instance)
-        apply_partition_requests(instance, discovered)
-        partitions = sorted(instance.get_dynamic_partitions("iceberg_tables_lake_health"))
-        assert partitions == sorted(before)
+        for lake in LAKES:
+            names = DeploymentNames(lake)
+            discovered = evaluate_sensor(project_definitions, names.name("iceberg_table_discovery"), instance)
+            apply_partition_requests(instance, discovered)
+            partitions = sorted(instance.get_dynamic_partitions(f"iceberg_tables_{lake}"))
+            assert partitions == sorted(key.text for key in keys[lake]), lake
+
+            sync = run_health_sync(project_definitions, instance, partitions, names=names)
+            assert sync.success
+            events = sync.get_asset_materialization_events()
+            written = {(event.asset_key.to_user_string(), event.partition) for event in events}
+            assert written == {(f"{lake}/{asset}", p) for asset in ASSETS[:2] for p in partitions}
+
+            clicked = project_definitions.resolve_implicit_global_asset_job_def().execute_in_process(
+                instance=instance,
+                partition_key=partitions[0],
+                asset_selection=[names.table_status, names.table_health],
+            )
+            assert clicked.success
+            run = instance.get_run_by_id(clicked.run_id)
+            assert run is not None and run.tags["icepack/deployment"] == lake
         assert list(instance.get_dynamic_partitions("iceberg_tables")) == []
+        for lake in LAKES:  # each lake's partitions are still its own after the other's discovery
+            assert sorted(instance.get_dynamic_partitions(f"iceberg_tables_{lake}")) == sorted(
+                key.text for key in keys[lake]
+            )
 
-        sync = run_health_sync(project_definitions, instance, partitions)
-        assert sync.success
-        events = sync.get_asset_materialization_events()
-        written = {(event.asset_key.to_user_string(), event.partition) for event in events}
-        assert written == {(asset, p) for asset in ("table_status", "table_health") for p in partitions}
-
-        clicked = project_definitions.resolve_implicit_global_asset_job_def().execute_in_process(
-            instance=instance,
-            partition_key=partitions[0],
-            asset_selection=[dg.AssetKey("table_status"), dg.AssetKey("table_health")],
-        )
-        assert clicked.success
-        run = instance.get_run_by_id(clicked.run_id)
-        assert run is not None and run.tags["icepack/deployment"] == "lake_health"
-
-    after = {key.text: arrow_fingerprint(catalogs.get("lake").load_table(key.identifier)) for key in keys}
-    assert after == before
+    assert fingerprints() == before

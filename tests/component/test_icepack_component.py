@@ -46,18 +46,22 @@ def test_the_name_group_owners_and_automation_reach_every_definition() -> None:
     for key in graph.get_all_asset_keys():
         assert graph.get(key).group_name == "lakehouse"
         assert graph.get(key).owners == ["team:data-platform"]
-    maintenance = built.resolve_job_def("maintenance")
+    maintenance = built.resolve_job_def("north_maintenance")
     assert {op.pool for op in maintenance.graph.node_defs} & {"north_maintenance"}
     assert all(s.default_status == dg.DefaultSensorStatus.STOPPED for s in built.sensors or [])
     assert all(s.default_status == dg.DefaultScheduleStatus.STOPPED for s in built.schedules or [])
 
 
-def test_two_components_on_one_instance_have_their_own_partitions() -> None:
-    names = set()
-    for name in ("north", "south"):
-        graph = dg.build_defs_for_component(component(f"name: {name}\n")).resolve_asset_graph()
-        names |= {graph.get(dg.AssetKey("table_status")).partitions_def.name}  # type: ignore[union-attr]
-    assert names == {"iceberg_tables_north", "iceberg_tables_south"}
+def test_two_components_in_one_code_location_have_their_own_names_and_partitions() -> None:
+    built = [dg.build_defs_for_component(component(f"name: {name}\n")) for name in ("north", "south")]
+    merged = dg.Definitions.merge(*built)  # what a project with both components loads
+    dg.Definitions.validate_loadable(merged)
+    graph = merged.resolve_asset_graph()
+    statuses = [graph.get(dg.AssetKey([name, "table_status"])) for name in ("north", "south")]
+    assert {node.partitions_def.name for node in statuses} == {  # type: ignore[union-attr]
+        "iceberg_tables_north", "iceberg_tables_south"
+    }
+    assert sorted(merged.resources or {}) == ["north_icepack", "north_spark", "south_icepack", "south_spark"]
 
 
 def test_attributes_left_out_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,8 +106,9 @@ def test_the_shipped_code_location_is_the_component_with_every_setting_from_the_
     direct = build_definitions()
     assert {s.name for s in shipped.sensors or []} == {s.name for s in direct.sensors or []}
     assert {j.name for j in shipped.jobs or []} == {j.name for j in direct.jobs or []}
-    assert sorted(shipped.resources or {}) == sorted(direct.resources or {}) == ["icepack", "spark"]
-    table_status = shipped.resolve_asset_graph().get(dg.AssetKey("table_status"))
+    resources = ["shipped_icepack", "shipped_spark"]
+    assert sorted(shipped.resources or {}) == sorted(direct.resources or {}) == resources
+    table_status = shipped.resolve_asset_graph().get(dg.AssetKey(["shipped", "table_status"]))
     assert table_status.partitions_def.name == "iceberg_tables_shipped"  # type: ignore[union-attr]
 
 

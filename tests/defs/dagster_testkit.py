@@ -13,7 +13,7 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES, DeploymentNames
 from icepack_dagster.defs.health_sync.job import health_sync_run_config
 from icepack_dagster.defs.materialization_codec import decode_health
 from icepack_dagster.defs.run_tags import batch_tags
@@ -93,14 +93,18 @@ def discover(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[str]:
 
 
 def run_health_sync(
-    defs: dg.Definitions, instance: dg.DagsterInstance, partitions: Sequence[str], writes: str = "all"
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    partitions: Sequence[str],
+    writes: str = "all",
+    names: DeploymentNames = DEFAULT_NAMES,
 ) -> dg.ExecuteInProcessResult:
-    """One health-sync run over `partitions`, writing every table (as a launch from the UI) or only
-    changed ones (`writes="changes"`, as the schedule)."""
-    job = defs.resolve_job_def("health_sync")
+    """One health-sync run of deployment `names` over `partitions`, writing every table (as a launch
+    from the UI) or only changed ones (`writes="changes"`, as the schedule)."""
+    job = defs.resolve_job_def(names.name("health_sync"))
     return job.execute_in_process(
         instance=instance,
-        run_config=health_sync_run_config(list(partitions), writes),
+        run_config=health_sync_run_config(list(partitions), writes, names),
         tags=batch_tags(partitions),
     )
 
@@ -132,7 +136,7 @@ def execute_run_request(
 
 def latest_health(instance: dg.DagsterInstance, partition: str) -> TableHealth:
     records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=TABLE_HEALTH, asset_partitions=[partition]), limit=1
+        dg.AssetRecordsFilter(asset_key=DEFAULT_NAMES.table_health, asset_partitions=[partition]), limit=1
     ).records
     assert records, f"no table_health materialization for {partition}"
     health = decode_health(dict(records[0].asset_materialization.metadata))

@@ -125,3 +125,72 @@ def test_workspace_file_loads_the_code_location(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "icepack_dagster" in done.stdout + done.stderr
+
+
+def _names(defs: dg.Definitions) -> dict[str, set[str]]:
+    """Every name the definitions give Dagster: asset keys, checks, jobs, sensors, schedules, resource
+    keys, the assets' ops and the partitions definitions and pools they use."""
+    graph = defs.resolve_asset_graph()
+    assets = [graph.get(key) for key in graph.get_all_asset_keys()]
+    jobs = [defs.resolve_job_def(job.name) for job in defs.jobs or []]
+    return {
+        "assets": {key.to_user_string() for key in graph.get_all_asset_keys()},
+        "checks": {key.to_user_string() for key in graph.asset_check_keys},
+        "jobs": {job.name for job in jobs},
+        "sensors": {sensor.name for sensor in defs.sensors or []},
+        "schedules": {schedule.name for schedule in defs.schedules or []},
+        "resources": set(defs.resources or {}),
+        "ops": {node.name for assets_def in defs.assets or [] for node in [assets_def.node_def]},  # type: ignore[union-attr]
+        "partitions": {node.partitions_def.name for node in assets if node.partitions_def},  # type: ignore[attr-defined]
+        "pools": {op.pool for job in jobs for op in job.graph.node_defs if op.pool},  # type: ignore[attr-defined]
+    }
+
+
+DEFAULT_DEPLOYMENT_NAMES = {
+    "assets": {
+        "table_status", "table_health", "maintenance_recommendation", "maintained_table", "fleet_summary",
+    },
+    "checks": {
+        "table_health:healthy", "table_health:needs_operator", "maintained_table:healthy_after_maintenance",
+    },
+    "jobs": {
+        "health_sync", "maintenance", "maintenance_batch", "fleet_refresh", "release_quarantine_job",
+        "rollback_job", "housekeeping",
+    },
+    "sensors": {
+        "iceberg_table_discovery", "maintenance_sensor", "fleet_refresh_sensor",
+        "post_maintenance_health_sensor", "maintenance_failure_sensor", "alert_sensor",
+    },
+    "schedules": {"health_sync_schedule", "housekeeping_schedule"},
+    "resources": {"icepack", "spark"},
+    "ops": {"table_status_and_health", "maintenance_recommendation", "maintained_table", "fleet_summary"},
+    "partitions": {"iceberg_tables"},
+    "pools": {"icepack_maintenance"},
+}
+
+
+def test_the_default_deployment_keeps_every_name(
+    settings: IcepackSettings, platform: PlatformSettings
+) -> None:
+    """An instance that ran icepack before keeps its assets' history, its runs' jobs and its instigators'
+    state: the default deployment's names are exactly those it always had."""
+    assert _names(build_definitions(settings_with_platform(settings, platform))) == DEFAULT_DEPLOYMENT_NAMES
+
+
+def test_another_deployment_prefixes_every_name(
+    settings: IcepackSettings, platform: PlatformSettings
+) -> None:
+    """Asset keys take the deployment's name as a key prefix, every other name as a name prefix, so two
+    deployments' definitions merge into one code location without a shared name."""
+    lake_b = settings_with_platform(settings, platform.model_copy(update={"deployment_name": "lake_b"}))
+    names = _names(build_definitions(lake_b))
+    default = DEFAULT_DEPLOYMENT_NAMES
+    assert names["assets"] == {f"lake_b/{asset}" for asset in default["assets"]}
+    assert names["checks"] == {f"lake_b/{check}" for check in default["checks"]}
+    for kind in ("jobs", "sensors", "schedules", "resources"):
+        assert names[kind] == {f"lake_b_{name}" for name in default[kind]}, kind
+    assert names["ops"] == {f"lake_b__{op}" for op in default["ops"]}
+    assert names["partitions"] == {"iceberg_tables_lake_b"} and names["pools"] == {"lake_b_maintenance"}
+    default_deployment = build_definitions(settings_with_platform(settings, platform))
+    merged = dg.Definitions.merge(default_deployment, build_definitions(lake_b))
+    dg.Definitions.validate_loadable(merged)

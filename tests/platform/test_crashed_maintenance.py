@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB, BATCH_TABLES_TAG, batch_run_config
 from icepack_dagster.defs.maintenance.failure_sensor import WORKER_DIED
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
@@ -147,7 +147,7 @@ def _maintained_in_new_batch(instance: dg.DagsterInstance, known: set[str]) -> t
         for kind in (dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION):
             for logged in instance.get_records_for_run(run_id, of_type=kind).records:
                 event = logged.event_log_entry.dagster_event
-                if event is not None and event.asset_key == MAINTAINED_TABLE:
+                if event is not None and event.asset_key == DEFAULT_NAMES.maintained_table:
                     finished.add(event.partition)
         return run_id, finished
     return None

@@ -24,7 +24,7 @@ import pytest
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import deployment_assets, deployment_jobs
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
@@ -130,7 +130,7 @@ def test_two_triggers_run_one_at_a_time_through_the_queue(
         assert record.dagster_run.tags[KIND_TAG] == MAINTENANCE
         assert record.dagster_run.tags[DEPLOYMENT_TAG] == "icepack"
     maintained = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=MAINTAINED_TABLE, asset_partitions=[table]), limit=10
+        dg.AssetRecordsFilter(asset_key=DEFAULT_NAMES.maintained_table, asset_partitions=[table]), limit=10
     ).records
     outcomes = {r.run_id: metadata_of(r)[OUTCOME].value for r in maintained}
     compacted = [i for i, outcome in outcomes.items() if outcome == "succeeded"]

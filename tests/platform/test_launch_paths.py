@@ -30,7 +30,7 @@ import pytest
 
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
@@ -52,7 +52,7 @@ from tests.tables_testkit import table_fingerprint
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.daemon]
 
 CAP = 2
-ASSETS = [MAINTENANCE_RECOMMENDATION.path, MAINTAINED_TABLE.path]
+ASSETS = [DEFAULT_NAMES.maintenance_recommendation.path, DEFAULT_NAMES.maintained_table.path]
 
 GATED = '''
 import time
@@ -205,7 +205,9 @@ def test_a_backfill_of_every_table_and_materialize_wait_for_the_cap_on_a_fresh_i
         assert record.dagster_run.tags.get(DEPLOYMENT_TAG) == "icepack", "a run without icepack's tag"
     outcomes = {
         (r.run_id, r.partition_key): metadata_of(r)[OUTCOME].value
-        for r in instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=MAINTAINED_TABLE), 9).records
+        for r in instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=DEFAULT_NAMES.maintained_table), 9
+        ).records
     }
     twice = {run_id: instance.get_run_record_by_id(run_id) for run_id in (clicks_backfill, materialized)}
     succeeded = [i for i in twice if outcomes.get((i, clicks)) == "succeeded"]

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import dagster as dg
 import pytest
 
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from tests.defs.dagster_testkit import (
@@ -77,8 +77,8 @@ def test_platform_survives_a_postgres_restart(
     apply_partition_requests(instance, discovered)
     assert execute_run_request(defs, instance, discovered.run_requests[0], "health_sync").success
     runs_before = _runs(instance)
-    status_before = _materialization_ids(instance, TABLE_STATUS)
-    health_before = _materialization_ids(instance, TABLE_HEALTH)
+    status_before = _materialization_ids(instance, DEFAULT_NAMES.table_status)
+    health_before = _materialization_ids(instance, DEFAULT_NAMES.table_health)
     assert len(runs_before) == 1 and status_before and health_before
 
     server.restart("immediate")  # between two operations: the same instance object goes on
@@ -108,7 +108,9 @@ def test_platform_survives_a_postgres_restart(
     runs_after = _runs(instance)
     assert {run_id: runs_after.get(run_id) for run_id in runs_before} == runs_before, "a run record was lost"
     assert len(runs_after) == len(runs_before) + 3
-    assert status_before < _materialization_ids(instance, TABLE_STATUS), "status materializations lost"
-    assert health_before < _materialization_ids(instance, TABLE_HEALTH), "health materializations lost"
+    status_after = _materialization_ids(instance, DEFAULT_NAMES.table_status)
+    health_after = _materialization_ids(instance, DEFAULT_NAMES.table_health)
+    assert status_before < status_after, "status materializations lost"
+    assert health_before < health_after, "health materializations lost"
     assert instance.fetch_materializations(across_a_restart.key, limit=1).records
     assert table_fingerprint(spark, table) == before

@@ -15,7 +15,7 @@ import dagster as dg
 import pytest
 
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.defs.run_tags import HEALTH_EVENT_TAG, TABLE_TAG
 from icepack_dagster.iceberg.catalogs import CatalogSet
@@ -79,7 +79,7 @@ def test_a_run_wipe_changes_no_maintenance_decision(
         for run in instance.get_runs():  # what `dagster run wipe` does
             instance.delete_run(run.run_id)
         assert not instance.get_runs()
-        assert not instance.fetch_materializations(TABLE_HEALTH, limit=1).records
+        assert not instance.fetch_materializations(DEFAULT_NAMES.table_health, limit=1).records
         daemon.dagster_cli("sensor", "cursor", "maintenance_sensor", "--delete")
 
         daemon.start()

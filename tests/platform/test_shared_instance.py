@@ -32,7 +32,7 @@ import time_machine
 
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES, DeploymentNames
 from icepack_dagster.defs.event_reads import metadata_of
 from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.run_tags import DEPLOYMENT_TAG
@@ -195,8 +195,12 @@ def test_two_icepack_deployments_beside_a_neighbour_change_nothing_of_the_neighb
     own_defs = {name: build_definitions(load_settings(**d)) for name, d in deployments.items()}
     with time_machine.travel(datetime.now(UTC) - timedelta(days=45), tick=True):
         old_neighbour = neighbour_history.execute_in_process(instance=instance).run_id
-        old_own = {name: d.resolve_job_def("housekeeping").execute_in_process(instance=instance).run_id
-                   for name, d in own_defs.items()}
+        old_own = {
+            name: d.resolve_job_def(DeploymentNames(name).name("housekeeping"))
+            .execute_in_process(instance=instance)
+            .run_id
+            for name, d in own_defs.items()
+        }
     for deployment in deployments.values():
         _store_pool_limit(env, deployment)
 
@@ -217,7 +221,7 @@ def test_two_icepack_deployments_beside_a_neighbour_change_nothing_of_the_neighb
 
         # A Spark maintenance run on a busy 2-core machine takes minutes.
         maintenance = wait_until(maintained, "the default deployment's maintenance of clicks", timeout=900)
-        wait_until(lambda: any(r.dagster_run.job_name == "health_sync" and r.dagster_run.status in DONE
+        wait_until(lambda: any(r.dagster_run.job_name == "lake_b_health_sync" and r.dagster_run.status in DONE
                                for r in _runs(instance, "icepack_lake_b")), "lake_b's first health sync")
 
         (gate / "launch").touch()
@@ -244,7 +248,7 @@ def test_two_icepack_deployments_beside_a_neighbour_change_nothing_of_the_neighb
 
     assert maintenance.dagster_run.status == dg.DagsterRunStatus.SUCCESS, daemon.tail()
     outcome = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=MAINTAINED_TABLE, asset_partitions=[clicks]), limit=1
+        dg.AssetRecordsFilter(asset_key=DEFAULT_NAMES.maintained_table, asset_partitions=[clicks]), limit=1
     ).records
     assert metadata_of(outcome[0])[OUTCOME].value == "succeeded"
     assert table_fingerprint(spark, clicks) == before, f"contents of {clicks} changed"

@@ -22,7 +22,8 @@ from icepack_dagster.defs.alerts.alert_sources import (
     run_error,
     will_be_retried,
 )
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.asset_keys import DeploymentNames
+from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.decisions.sensor_cursors import AlertCursor, decode_cursor
 from icepack_dagster.domain.reports.alerts import Alert, StreakSeen, health_sync_failed_alert, judge_streak
@@ -92,14 +93,18 @@ def _summary(outbox: _Outbox) -> str:
 def build_alert_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     failing_after = platform.alert_failing_after
 
+    names = DeploymentNames.of(platform)
+
     @dg.sensor(
-        name="alert_sensor",
+        name=names.name("alert_sensor"),
+        required_resource_keys={names.icepack_resource},
         default_status=dg.DefaultSensorStatus(platform.default_status),
         minimum_interval_seconds=platform.alert_interval_seconds,
         description="Posts to the alert webhook (Slack-compatible JSON) when a table is quarantined, when "
         "a table's maintenance keeps failing, and when a health-sync run fails; once each.",
     )
-    def alert_sensor(context: dg.SensorEvaluationContext, icepack: IcepackResource) -> dg.SensorResult:
+    def alert_sensor(context: dg.SensorEvaluationContext, **_direct: object) -> dg.SensorResult:
+        icepack = icepack_of(context, names)
         url = icepack.settings.platform.alert_webhook_url
         if url is None:
             return dg.SensorResult(skip_reason=dg.SkipReason(NOT_CONFIGURED))

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.health_sync.job import health_sync_job
+from icepack_dagster.defs.health_sync.job import build_health_sync_job
 from icepack_dagster.defs.run_tags import BATCH_TAG, own_runs
 from icepack_dagster.domain.clock import utc_now
 
@@ -27,9 +27,8 @@ def failed_health_syncs(
     """This deployment's failed health-sync runs last updated after `updated_after` (default: a day
     ago), oldest first; another code location's `health_sync` job does not count."""
     since = updated_after - _OVERLAP if updated_after else utc_now() - FIRST_LOOK_BACK
-    filters = own_runs(
-        platform, [dg.DagsterRunStatus.FAILURE], job_name=health_sync_job.name, updated_after=since
-    )
+    job = build_health_sync_job(platform.deployment_name)
+    filters = own_runs(platform, [dg.DagsterRunStatus.FAILURE], job_name=job.name, updated_after=since)
     return list(
         instance.get_run_records(
             filters=filters, limit=RUNS_PER_TICK, order_by="update_timestamp", ascending=True

@@ -14,13 +14,14 @@ sync on the next tick under the same run keys.
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.health_sync.job import (
-    HEALTH_SYNC_MATERIALIZES,
-    health_sync_job,
+    build_health_sync_job,
+    health_sync_materializes,
     health_sync_requests,
 )
 from icepack_dagster.defs.partitions import tables_partitions
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.run_tags import deployment_tags
 from icepack_dagster.domain.decisions.dagster_partition_changes import (
     DagsterPartitionChanges,
@@ -77,6 +78,7 @@ def _result(
     return dg.SensorResult(
         dynamic_partitions_requests=requests,
         run_requests=health_sync_requests(
+            DeploymentNames.of(platform),
             [*unsynced, *changes.added],
             platform.health_sync_batch_size,
             f"discovered:{generation}",
@@ -92,17 +94,19 @@ def build_discovery_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     default = dg.DefaultSensorStatus(platform.default_status)
 
     @dg.sensor(
-        name="iceberg_table_discovery",
-        job=health_sync_job,
+        name=DeploymentNames.of(platform).name("iceberg_table_discovery"),
+        required_resource_keys={DeploymentNames.of(platform).icepack_resource},
+        job=build_health_sync_job(platform.deployment_name),
         minimum_interval_seconds=platform.discovery_interval_seconds,
         default_status=default,
         description="Adds a partition for each new Iceberg table and removes dropped ones; never on a "
         "failed or partial listing. New tables get a first health sync at once.",
-        metadata=HEALTH_SYNC_MATERIALIZES,
+        metadata=health_sync_materializes(DeploymentNames.of(platform)),
     )
     def iceberg_table_discovery(
-        context: dg.SensorEvaluationContext, icepack: IcepackResource
+        context: dg.SensorEvaluationContext, **_direct: object
     ) -> dg.SensorResult | dg.SkipReason:
+        icepack = icepack_of(context, DeploymentNames.of(platform))
         found = _discovered(icepack)
         if isinstance(found, dg.SkipReason):
             return found

@@ -5,8 +5,9 @@ followed directly: it records its tables' status and health itself, and no healt
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.fleet.job import fleet_summary_job
-from icepack_dagster.defs.health_sync.job import health_sync_job
+from icepack_dagster.defs.asset_keys import DeploymentNames
+from icepack_dagster.defs.fleet.job import build_fleet_summary_job
+from icepack_dagster.defs.health_sync.job import build_health_sync_job
 from icepack_dagster.defs.maintenance.batch_job import build_maintenance_batch_job
 from icepack_dagster.defs.maintenance.job import build_maintenance_job
 from icepack_dagster.defs.run_tags import deployment_tags, own_runs
@@ -16,12 +17,13 @@ _WAITING = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.Dags
 
 def build_fleet_sensor(platform: PlatformSettings) -> dg.RunStatusSensorDefinition:
     default = dg.DefaultSensorStatus(platform.default_status)
+    fleet_summary_job = build_fleet_summary_job(platform.deployment_name)
 
     @dg.run_status_sensor(
-        name="fleet_refresh_sensor",
+        name=DeploymentNames.of(platform).name("fleet_refresh_sensor"),
         run_status=dg.DagsterRunStatus.SUCCESS,
         monitored_jobs=[
-            health_sync_job,
+            build_health_sync_job(platform.deployment_name),
             build_maintenance_job(platform.deployment_name),
             build_maintenance_batch_job(platform.deployment_name),
         ],

@@ -2,15 +2,17 @@
 reclaimed totals come from the tables' facts in icepack's state database (one query for the fleet),
 never from Dagster's event log, so deleting runs leaves the summary unchanged."""
 
+import functools
+import inspect
 from collections.abc import Mapping
 from typing import NamedTuple
 
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.materialization_codec import fleet_metadata
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, runs_maintaining
 from icepack_dagster.defs.table_histories import table_histories
 from icepack_dagster.domain.clock import utc_now
@@ -82,7 +84,25 @@ def _paused_by_breakers(
     return paused
 
 
-@dg.asset(deps=[TABLE_HEALTH, MAINTAINED_TABLE], group_name="fleet", kinds={"iceberg"})
+@functools.cache
+def build_fleet_summary(deployment_name: str) -> dg.AssetsDefinition:
+    """The deployment's fleet summary, after its health and maintenance (one definition per name)."""
+    names = DeploymentNames(deployment_name)
+
+    @dg.asset(
+        key=names.fleet_summary,
+        deps=[names.table_health, names.maintained_table],
+        group_name="fleet",
+        kinds={"iceberg"},
+        required_resource_keys={names.icepack_resource},
+        description=inspect.getdoc(fleet_summary),
+    )
+    def fleet_summary_asset(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        return fleet_summary(context, icepack_of(context, names))
+
+    return fleet_summary_asset
+
+
 def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -> dg.MaterializeResult:
     """Tables by health state, maintenance pending and running, the tables that need attention
     (unhealthy, quarantined or refused by their Spark's Iceberg runtime, as a sortable table with their
@@ -125,4 +145,6 @@ def fleet_summary(context: dg.AssetExecutionContext, icepack: IcepackResource) -
     write_textfile(summary, icepack.metrics_path)
     context.log.info(f"fleet: {summary.tables} tables; metrics written to {icepack.metrics_path}")
     accuracy = icepack.engine.accuracy()
-    return dg.MaterializeResult(metadata=fleet_metadata(summary, str(icepack.metrics_path), accuracy))
+    return dg.MaterializeResult(metadata=fleet_metadata(
+        summary, str(icepack.metrics_path), DeploymentNames.of(platform).table_health, accuracy
+    ))

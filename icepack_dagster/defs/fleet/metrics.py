@@ -10,6 +10,7 @@ fresh as the last fleet refresh and costs one indexed query; `write_textfile` is
 from __future__ import annotations
 
 import argparse
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from icepack_dagster.defs.asset_keys import FLEET_SUMMARY
+from icepack_dagster.config.platform import DEFAULT_DEPLOYMENT, DEPLOYMENT_NAME_PATTERN
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.event_reads import latest, metadata_of
 from icepack_dagster.defs.materialization_codec import decode_fleet
 from icepack_dagster.domain.health.model import HealthState
@@ -72,8 +74,8 @@ class FleetCollector(Collector):
             yield from fleet_metrics(summary)
 
 
-def latest_fleet_summary(instance: dg.DagsterInstance) -> FleetSummary | None:
-    record = latest(instance, FLEET_SUMMARY)
+def latest_fleet_summary(instance: dg.DagsterInstance, names: DeploymentNames) -> FleetSummary | None:
+    record = latest(instance, names.fleet_summary)
     return decode_fleet(metadata_of(record)) if record is not None else None
 
 
@@ -86,10 +88,13 @@ def write_textfile(summary: FleetSummary, path: Path) -> None:
     write_to_textfile(str(path), registry)
 
 
-def serve(instance: dg.DagsterInstance, host: str, port: int) -> tuple[object, threading.Thread]:
-    """Serve the fleet metrics over HTTP at `host:port/metrics`; returns (server, thread) to stop it."""
+def serve(
+    instance: dg.DagsterInstance, names: DeploymentNames, host: str, port: int
+) -> tuple[object, threading.Thread]:
+    """Serve the deployment's fleet metrics over HTTP at `host:port/metrics`; returns (server, thread)
+    to stop it."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(FleetCollector(lambda: latest_fleet_summary(instance)))
+    registry.register(FleetCollector(lambda: latest_fleet_summary(instance, names)))
     return start_http_server(port, addr=host, registry=registry)
 
 
@@ -99,9 +104,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Serve icepack's fleet metrics for Prometheus.")
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
+    parser.add_argument(
+        "--deployment", default=DEFAULT_DEPLOYMENT, help="the icepack deployment whose fleet to serve"
+    )
     arguments = parser.parse_args()
     with dg.DagsterInstance.get() as instance:
-        serve(instance, arguments.host, arguments.port)
+        if not re.fullmatch(DEPLOYMENT_NAME_PATTERN, arguments.deployment):
+            parser.error(f"--deployment {arguments.deployment!r}: not a name ({DEPLOYMENT_NAME_PATTERN})")
+        serve(instance, DeploymentNames(arguments.deployment), arguments.host, arguments.port)
         threading.Event().wait()
 
 

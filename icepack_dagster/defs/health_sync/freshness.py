@@ -20,7 +20,7 @@ import dagster as dg
 from dagster._utils.schedules import cron_string_iterator
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.asset_keys import DeploymentNames
 
 _TICKS_LOOKED_AT = 2000
 _START = 1_767_225_600.0  # 2026-01-01 UTC: any fixed start will do, a cron repeats within a year
@@ -41,6 +41,7 @@ def health_freshness(platform: PlatformSettings) -> dg.FreshnessPolicy:
 
 def with_health_freshness(platform: PlatformSettings, spec: dg.AssetSpec) -> dg.AssetSpec:
     """`spec` with the health sync's freshness policy when it is `table_status` or `table_health`."""
-    if spec.key not in (TABLE_STATUS, TABLE_HEALTH):
+    names = DeploymentNames.of(platform)
+    if spec.key not in (names.table_status, names.table_health):
         return spec
     return dg.apply_freshness_policy(spec, health_freshness(platform))

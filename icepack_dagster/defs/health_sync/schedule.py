@@ -13,15 +13,16 @@ click) hold nothing back.
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.health_sync.job import (
-    HEALTH_SYNC_MATERIALIZES,
-    health_sync_job,
+    build_health_sync_job,
+    health_sync_materializes,
     health_sync_requests,
     run_config_tables,
 )
 from icepack_dagster.defs.run_tags import SCHEDULE_NAME_TAG, deployment_tags, own_runs
 
-SCHEDULE_NAME = "health_sync_schedule"
+SCHEDULE_NAME = "health_sync_schedule"  # the default deployment's; others' carry their prefix
 # Every status of a run that has not ended (a run Dagster will retry ends, and its retry is queued).
 UNFINISHED = (
     dg.DagsterRunStatus.NOT_STARTED,
@@ -36,25 +37,32 @@ def unfinished_scheduled_tables(
     instance: dg.DagsterInstance, platform: PlatformSettings
 ) -> tuple[set[str], int]:
     """(the tables of this schedule's health-sync runs that are queued or running, how many runs)."""
-    runs = instance.get_runs(
-        own_runs(platform, UNFINISHED, {SCHEDULE_NAME_TAG: SCHEDULE_NAME}, job_name=health_sync_job.name)
-    )
-    return {table for run in runs for table in run_config_tables(run.run_config)}, len(runs)
+    schedule = {SCHEDULE_NAME_TAG: schedule_name(platform)}
+    job = build_health_sync_job(platform.deployment_name)
+    runs = instance.get_runs(own_runs(platform, UNFINISHED, schedule, job_name=job.name))
+    names = DeploymentNames.of(platform)
+    return {table for run in runs for table in run_config_tables(run.run_config, names)}, len(runs)
+
+
+def schedule_name(platform: PlatformSettings) -> str:
+    """The deployment's health-sync schedule (`health_sync_schedule` for the default deployment)."""
+    return DeploymentNames.of(platform).name(SCHEDULE_NAME)
 
 
 def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinition:
     default = dg.DefaultScheduleStatus(platform.default_status)
+    job = build_health_sync_job(platform.deployment_name)
 
     @dg.schedule(
-        name=SCHEDULE_NAME,
-        job=health_sync_job,
+        name=schedule_name(platform),
+        job=job,
         cron_schedule=platform.health_sync_cron,
         execution_timezone="UTC",
         default_status=default,
         description=f"Status and health of every table, {platform.health_sync_batch_size} tables per run: "
         "table_status, table_health and its healthy check, written for tables that changed. A batch whose "
         "run from an earlier tick is still queued or running waits for the next tick.",
-        metadata=HEALTH_SYNC_MATERIALIZES,
+        metadata=health_sync_materializes(DeploymentNames.of(platform)),
     )
     def health_sync_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
         partitions = list(context.instance.get_dynamic_partitions(platform.partitions_name))
@@ -62,6 +70,7 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
             return dg.SkipReason("no tables yet: the discovery sensor adds them as iceberg_tables partitions")
         tick = context.scheduled_execution_time.isoformat()
         requests = health_sync_requests(
+            DeploymentNames.of(platform),
             partitions,
             platform.health_sync_batch_size,
             f"health-sync:{tick}",
@@ -69,7 +78,8 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
             deployment_tags(platform),
         )
         pending, runs = unfinished_scheduled_tables(context.instance, platform)
-        ready = [r for r in requests if pending.isdisjoint(run_config_tables(r.run_config))]
+        names = DeploymentNames.of(platform)
+        ready = [r for r in requests if pending.isdisjoint(run_config_tables(r.run_config, names))]
         if len(ready) == len(requests):
             return requests
         held = (

@@ -13,7 +13,7 @@ import functools
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.health_sync.table_sync import sync_tables
 from icepack_dagster.defs.materialization_codec import (
     HEALTH_CHECK,
@@ -22,7 +22,7 @@ from icepack_dagster.defs.materialization_codec import (
     NEEDS_OPERATOR_CHECK_DESCRIPTION,
 )
 from icepack_dagster.defs.partitions import tables_partitions
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import icepack_of
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run
 
 
@@ -30,8 +30,9 @@ from icepack_dagster.defs.run_tags import OBSERVATION, claim_run
 def build_table_status_and_health(deployment_name: str) -> dg.AssetsDefinition:
     """The multi-asset over the deployment's partitions definition (one definition per deployment name)."""
     tables = tables_partitions(PlatformSettings(deployment_name=deployment_name))
+    names = DeploymentNames(deployment_name)
     status_spec = dg.AssetSpec(
-        TABLE_STATUS,
+        names.table_status,
         partitions_def=tables,
         group_name="iceberg_tables",
         kinds={"iceberg"},
@@ -40,9 +41,9 @@ def build_table_status_and_health(deployment_name: str) -> dg.AssetsDefinition:
         "A table whose metadata cannot be read is recorded with `status_error` (its health is `unknown`).",
     )
     health_spec = dg.AssetSpec(
-        TABLE_HEALTH,
+        names.table_health,
         partitions_def=tables,
-        deps=[TABLE_STATUS],
+        deps=[names.table_status],
         group_name="iceberg_tables",
         kinds={"iceberg"},
         skippable=True,
@@ -53,18 +54,21 @@ def build_table_status_and_health(deployment_name: str) -> dg.AssetsDefinition:
     )
     check_specs = [
         dg.AssetCheckSpec(
-            HEALTH_CHECK, asset=TABLE_HEALTH, partitions_def=tables, description=HEALTH_CHECK_DESCRIPTION
+            HEALTH_CHECK,
+            asset=names.table_health,
+            partitions_def=tables,
+            description=HEALTH_CHECK_DESCRIPTION,
         ),
         dg.AssetCheckSpec(
             NEEDS_OPERATOR_CHECK,
-            asset=TABLE_HEALTH,
+            asset=names.table_health,
             partitions_def=tables,
             description=NEEDS_OPERATOR_CHECK_DESCRIPTION,
         ),
     ]
 
     @dg.multi_asset(
-        name="table_status_and_health",
+        name=names.op("table_status_and_health"),
         specs=[status_spec, health_spec],
         check_specs=check_specs,
         # A range of tables cannot return one check result per table, so the check results are logged
@@ -72,10 +76,12 @@ def build_table_status_and_health(deployment_name: str) -> dg.AssetsDefinition:
         can_subset=True,
         partitions_def=tables,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        required_resource_keys={names.icepack_resource},
     )
-    def table_status_and_health(context: dg.AssetExecutionContext, icepack: IcepackResource):  # type: ignore[no-untyped-def]
+    def table_status_and_health(context: dg.AssetExecutionContext):  # type: ignore[no-untyped-def]
         """Measure and judge the selected tables; write a `table_status` and a `table_health`
         materialization and a `healthy` and a `needs_operator` check result for each."""
+        icepack = icepack_of(context, names)
         claim_run(context, icepack.settings.platform, OBSERVATION)
         sync_tables(context, icepack, context.partition_keys, only_changes=False)
         yield from ()

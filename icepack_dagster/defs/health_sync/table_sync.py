@@ -22,7 +22,7 @@ from datetime import datetime
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.event_reads import latest_per_partition
 from icepack_dagster.defs.materialization_codec import (
     Metadata,
@@ -97,6 +97,7 @@ def sync_tables(
     partitions = list(partitions)
     policy = RewritePolicy(icepack.health_rewrite_hours, icepack.attention_rewrite_hours)
     engine = icepack.engine
+    names = DeploymentNames.of(icepack.settings.platform)
     now = utc_now()
     started = time.monotonic()
 
@@ -133,10 +134,10 @@ def sync_tables(
     kept = [pair for pair in pairs if pair[0] not in newer]
     for partition, status_md, measurement, reason in kept:
         health_md = health_metadata(measurement.health) | operator_verdict_metadata(needs[partition])
-        _log_pair(context, partition, status_md, health_md, reason)
+        _log_pair(context, names, partition, status_md, health_md, reason)
     engine.facts.record_measurements([measurement for _, _, measurement, _ in kept], utc_now())
     judged = {partition: measurement.health for partition, _, measurement, _ in kept}
-    _log_checks(context, judged, needs)
+    _log_checks(context, names, judged, needs)
     written = Counter(health.state for health in judged.values())
     total = sum(written.values())
     states = ", ".join(f"{written[state]} {state.value}" for state in HealthState if written[state])
@@ -169,18 +170,21 @@ def _operator_needs(
 
 def _log_checks(
     context: dg.OpExecutionContext | dg.AssetExecutionContext,
+    names: DeploymentNames,
     judged: dict[str, TableHealth],
     needs: Mapping[str, OperatorNeed | None],
 ) -> None:
     """The `healthy` and `needs_operator` checks of each table just written, judging that
     `table_health` materialization (stored when it was logged, so one read finds them all)."""
-    materializations = latest_per_partition(context.instance, TABLE_HEALTH, list(judged))
+    health_key = names.table_health
+    materializations = latest_per_partition(context.instance, health_key, list(judged))
     for partition, health in judged.items():
         if partition in materializations:
             materialization = materializations[partition]
             # log_event stores an AssetCheckEvaluation like any event; its type annotation omits it.
-            context.log_event(health_check_evaluation(partition, health, materialization))  # type: ignore[arg-type]
-            context.log_event(operator_check_evaluation(partition, needs[partition], materialization))  # type: ignore[arg-type]
+            context.log_event(health_check_evaluation(health_key, partition, health, materialization))  # type: ignore[arg-type]
+            need = needs[partition]
+            context.log_event(operator_check_evaluation(health_key, partition, need, materialization))  # type: ignore[arg-type]
 
 
 def _judge(
@@ -215,6 +219,7 @@ def _failures_line(failures: dict[str, str]) -> str:
 
 def _log_pair(
     context: dg.OpExecutionContext | dg.AssetExecutionContext,
+    names: DeploymentNames,
     partition: str,
     status_md: dict[str, dg.MetadataValue],
     health_md: dict[str, dg.MetadataValue],
@@ -224,7 +229,7 @@ def _log_pair(
     why = dg.MetadataValue.text(reason)
     status_md[SYNC_REASON] = why
     health_md[SYNC_REASON] = why
-    health_md["status"] = dg.MetadataValue.asset(TABLE_STATUS)
-    for asset_key, metadata in ((TABLE_STATUS, status_md), (TABLE_HEALTH, health_md)):
+    health_md["status"] = dg.MetadataValue.asset(names.table_status)
+    for asset_key, metadata in ((names.table_status, status_md), (names.table_health, health_md)):
         event = dg.AssetMaterialization(asset_key=asset_key, partition=partition, metadata=metadata)
         context.log_event(event)

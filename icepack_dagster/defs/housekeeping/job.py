@@ -4,12 +4,15 @@ deletes this deployment's own finished Dagster runs past `run_retention_days`, r
 metadata so the run page shows what went and what is left."""
 
 
+import functools
+import inspect
 from datetime import timedelta
 
 import dagster as dg
 
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.housekeeping.run_retention import delete_finished_runs
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, observation_tags
 from icepack_dagster.domain.clock import utc_now
 
@@ -18,11 +21,9 @@ MORE_RUNS_LEFT = "expired_runs_left"
 HISTORY_ROWS_PRUNED = "history_rows_pruned"
 
 
-@dg.op(
-    description="Prune history past history_retention_days; with delete_old_runs, delete this "
-    "deployment's finished runs past run_retention_days"
-)
 def delete_old_runs_and_history(context: dg.OpExecutionContext, icepack: IcepackResource) -> dg.Output[None]:
+    """Prune history past history_retention_days; with delete_old_runs, delete this deployment's
+    finished runs past run_retention_days"""
     settings = icepack.settings
     platform = settings.platform
     claim_run(context, platform, OBSERVATION)
@@ -49,11 +50,26 @@ def delete_old_runs_and_history(context: dg.OpExecutionContext, icepack: Icepack
     return dg.Output(None, metadata={**metadata, HISTORY_ROWS_PRUNED: dg.MetadataValue.int(pruned)})
 
 
-@dg.job(
-    name="housekeeping",
-    tags=observation_tags(),
-    description="Prune maintenance history past history_retention_days; with delete_old_runs on, delete "
-    "this deployment's finished Dagster runs past run_retention_days.",
-)
-def housekeeping_job() -> None:
-    delete_old_runs_and_history()
+@functools.cache
+def build_housekeeping_job(deployment_name: str) -> dg.JobDefinition:
+    """The deployment's housekeeping job (one definition per deployment name)."""
+    names = DeploymentNames(deployment_name)
+
+    @dg.op(
+        name=names.name("delete_old_runs_and_history"),
+        required_resource_keys={names.icepack_resource},
+        description=inspect.getdoc(delete_old_runs_and_history),
+    )
+    def housekeeping_op(context: dg.OpExecutionContext) -> dg.Output[None]:
+        return delete_old_runs_and_history(context, icepack_of(context, names))
+
+    @dg.job(
+        name=names.name("housekeeping"),
+        tags=observation_tags(),
+        description="Prune maintenance history past history_retention_days; with delete_old_runs on, "
+        "delete this deployment's finished Dagster runs past run_retention_days.",
+    )
+    def housekeeping_job() -> None:
+        housekeeping_op()
+
+    return housekeeping_job

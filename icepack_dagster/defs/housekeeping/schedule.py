@@ -4,14 +4,15 @@ deletes runs only when `delete_old_runs` is on, and then only this deployment's 
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.housekeeping.job import housekeeping_job
+from icepack_dagster.defs.asset_keys import DeploymentNames
+from icepack_dagster.defs.housekeeping.job import build_housekeeping_job
 from icepack_dagster.defs.run_tags import deployment_tags
 
 
 def build_housekeeping_schedule(platform: PlatformSettings) -> dg.ScheduleDefinition:
     return dg.ScheduleDefinition(
-        name="housekeeping_schedule",
-        job=housekeeping_job,
+        name=DeploymentNames.of(platform).name("housekeeping_schedule"),
+        job=build_housekeeping_job(platform.deployment_name),
         cron_schedule=platform.housekeeping_cron,
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus(platform.default_status),

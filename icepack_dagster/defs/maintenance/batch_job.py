@@ -10,6 +10,7 @@ sensor reads to leave those tables alone while the run is queued or running.
 
 import functools
 import hashlib
+import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -18,8 +19,9 @@ import dagster as dg
 from pydantic import Field
 
 from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES, DeploymentNames
 from icepack_dagster.defs.maintenance.batch_maintenance import maintain_batch
-from icepack_dagster.defs.resources import IcepackResource, SparkResource
+from icepack_dagster.defs.resources import IcepackResource, SparkResource, icepack_of, spark_of
 from icepack_dagster.defs.run_tags import (
     KIND_TAG,
     MAINTENANCE,
@@ -60,10 +62,19 @@ def build_maintenance_batch_job(deployment_name: str) -> dg.JobDefinition:
     """The job whose op holds a slot of the deployment's maintenance pool, the same cap as one-table
     maintenance runs (one definition per deployment name)."""
     platform = PlatformSettings(deployment_name=deployment_name)
-    maintain = dg.op(name=MAINTAIN_TABLES_OP, pool=platform.maintenance_pool)(maintain_tables_op)
+    names = DeploymentNames(deployment_name)
+
+    @dg.op(
+        name=names.name(MAINTAIN_TABLES_OP),
+        pool=platform.maintenance_pool,
+        required_resource_keys={names.icepack_resource, names.spark_resource},
+        description=inspect.getdoc(maintain_tables_op),
+    )
+    def maintain(context: dg.OpExecutionContext, config: MaintenanceBatchConfig) -> None:
+        maintain_tables_op(context, config, icepack_of(context, names), spark_of(context, names))
 
     @dg.job(
-        name=BATCH_JOB,
+        name=names.name(BATCH_JOB),
         tags={KIND_TAG: MAINTENANCE} | deployment_tags(platform),
         executor_def=dg.in_process_executor,  # one op: a step process would add a Python start and an import
         description="Recommend and run maintenance for several small tables in one run and one Spark "
@@ -82,9 +93,9 @@ def batch_tables(tags: Mapping[str, str]) -> list[str]:
     return list(json.loads(raw)) if raw else []
 
 
-def batch_run_request(run: PlannedRun) -> dg.RunRequest:
+def batch_run_request(run: PlannedRun, names: DeploymentNames) -> dg.RunRequest:
     """A batch run over `run`'s tables; its run key names the tables and their health events, so a
-    restarted daemon never launches the same batch twice."""
+    restarted daemon never launches the same batch twice; a run of deployment `names`' batch job."""
     tables = [d.partition for d in run.decisions]
     events = ",".join(f"{d.partition}:{d.health_event}" for d in run.decisions)
     digest = hashlib.sha256(events.encode()).hexdigest()[:16]
@@ -99,14 +110,14 @@ def batch_run_request(run: PlannedRun) -> dg.RunRequest:
     }
     return dg.RunRequest(
         run_key=f"maintain-batch:{tables[0]}:{digest}",
-        job_name=BATCH_JOB,
-        run_config=batch_run_config(tables),
+        job_name=names.name(BATCH_JOB),
+        run_config=batch_run_config(tables, names),
         tags=tags,
     )
 
 
-def batch_run_config(tables: list[str]) -> dict[str, Any]:
-    return {"ops": {MAINTAIN_TABLES_OP: {"config": {"tables": tables}}}}
+def batch_run_config(tables: list[str], names: DeploymentNames = DEFAULT_NAMES) -> dict[str, Any]:
+    return {"ops": {names.name(MAINTAIN_TABLES_OP): {"config": {"tables": tables}}}}
 
 
 def plan_batches(

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION, TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.event_reads import latest_per_partition, metadata_of
 from icepack_dagster.defs.health_sync.table_sync import sync_tables
 from icepack_dagster.defs.maintenance.health_after_check import (
@@ -58,13 +58,14 @@ def maintain_batch(
     current = set(context.instance.get_dynamic_partitions(icepack.settings.platform.partitions_name))
     engine = icepack.maintenance_engine(spark)
     workers = min(icepack.settings.platform.maintenance_batch_workers, len(tables))
+    names = DeploymentNames.of(icepack.settings.platform)
 
     def one(partition: str) -> Outcome:
         if partition not in current:
             context.log.warning(f"{partition}: not an iceberg_tables partition (dropped since the run was "
                                 "requested), skipped")
             return NOT_A_PARTITION, None
-        return maintain_one(context, engine, partition)
+        return maintain_one(context, engine, names, partition)
 
     with engine.table_sessions.shared():
         if workers > 1:  # Spark starts with the first table that needs it (never if none does)
@@ -75,7 +76,7 @@ def maintain_batch(
     changed = [p for p, (outcome, _) in outcomes.items() if outcome in _CHANGED]
     if changed:
         sync_tables(context, icepack, changed, only_changes=False)
-    log_health_after(context, {p: o for p, o in outcomes.items() if o[0] != NOT_A_PARTITION})
+    log_health_after(context, names, {p: o for p, o in outcomes.items() if o[0] != NOT_A_PARTITION})
     counts: dict[str, int] = {}
     for outcome, _ in outcomes.values():
         counts[outcome] = counts.get(outcome, 0) + 1
@@ -83,11 +84,13 @@ def maintain_batch(
     return {partition: outcome for partition, (outcome, _) in outcomes.items()}
 
 
-def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str) -> Outcome:
+def maintain_one(
+    context: dg.OpExecutionContext, engine: Engine, names: DeploymentNames, partition: str
+) -> Outcome:
     """One table's recommendation, maintenance and `maintained_table` event; returns the outcome."""
     key = table_key(partition)
     started = utc_now()
-    recommendation = _recommendation(context, engine, partition)
+    recommendation = _recommendation(context, engine, names, partition)
     try:  # the batch re-measures all its tables at once, after the last (`maintain_batch`)
         judged = engine.maintain_and_judge(
             key, recommendation=recommendation, on_progress=context.log.info, remeasure=False
@@ -104,7 +107,7 @@ def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str)
     if outcome in ("failed", "violated"):
         context.log.warning(f"{partition}: maintenance {outcome}: {report.first_error}")
         metadata["error"] = dg.MetadataValue.text(report.first_error or "failed")
-        context.log_event(dg.AssetObservation(asset_key=MAINTAINED_TABLE, partition=partition,
+        context.log_event(dg.AssetObservation(asset_key=names.maintained_table, partition=partition,
                                               metadata=metadata))
         return outcome, f"maintenance {outcome}: {report.first_error or outcome}"
     reason = None
@@ -118,32 +121,36 @@ def maintain_one(context: dg.OpExecutionContext, engine: Engine, partition: str)
         context.log.warning(f"{partition}: {reason}")
         metadata[outcome] = dg.MetadataValue.text(reason)
     metadata[OUTCOME] = dg.MetadataValue.text(outcome)
-    context.log_event(dg.AssetMaterialization(asset_key=MAINTAINED_TABLE, partition=partition,
+    context.log_event(dg.AssetMaterialization(asset_key=names.maintained_table, partition=partition,
                                               metadata=metadata))
     return outcome, reason
 
 
-def _recommendation(context: dg.OpExecutionContext, engine: Engine, partition: str) -> Recommendation | None:
+def _recommendation(
+    context: dg.OpExecutionContext, engine: Engine, names: DeploymentNames, partition: str
+) -> Recommendation | None:
     """The table's `maintenance_recommendation` materialization, as a one-table run writes it, and the
     recommendation its maintenance runs; None when there is none to log (the table is gone, or its
     policy or metadata cannot be read: the engine then records or defers the table itself)."""
     try:
-        recommendation, metadata = recommend_now(engine, table_key(partition), context.log)
+        recommendation, metadata = recommend_now(engine, table_key(partition), context.log, names)
     except IcepackError as error:
         context.log.warning(f"{partition}: no recommendation: {error}")
         return None
-    context.log_event(dg.AssetMaterialization(asset_key=MAINTENANCE_RECOMMENDATION, partition=partition,
+    context.log_event(dg.AssetMaterialization(asset_key=names.maintenance_recommendation, partition=partition,
                                               metadata=metadata))
     return recommendation
 
 
-def log_health_after(context: dg.OpExecutionContext, outcomes: dict[str, Outcome]) -> None:
+def log_health_after(
+    context: dg.OpExecutionContext, names: DeploymentNames, outcomes: dict[str, Outcome]
+) -> None:
     """Each table's `healthy_after_maintenance` result, judging its latest `maintained_table`
     materialization (this run's; for a failed table, which has none in this run, the one before): on
     the table's latest health, re-measured in this run when maintenance changed it."""
     partitions = list(outcomes)
-    materializations = latest_per_partition(context.instance, MAINTAINED_TABLE, partitions)
-    healths = latest_per_partition(context.instance, TABLE_HEALTH, partitions)
+    materializations = latest_per_partition(context.instance, names.maintained_table, partitions)
+    healths = latest_per_partition(context.instance, names.table_health, partitions)
     for partition, (outcome, reason) in outcomes.items():
         health = decode_health(metadata_of(healths[partition])) if partition in healths else None
         if outcome in _UNRUN:
@@ -152,6 +159,6 @@ def log_health_after(context: dg.OpExecutionContext, outcomes: dict[str, Outcome
             result = nothing_ran_check("unknown", "no health was measured after maintenance")
         else:
             result = health_after_check(health)
-        evaluation = as_evaluation(result, partition, materializations.get(partition))
+        evaluation = as_evaluation(names.maintained_table, result, partition, materializations.get(partition))
         # log_event stores an AssetCheckEvaluation like any event; its type annotation omits it.
         context.log_event(evaluation)  # type: ignore[arg-type]

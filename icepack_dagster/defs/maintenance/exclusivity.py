@@ -18,10 +18,10 @@ from __future__ import annotations
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.maintenance.batch_job import BATCH_TABLES_TAG
 from icepack_dagster.defs.run_tags import PARTITION_TAG, TABLE_TAG, pool_runs, runs_maintaining
 
-MAINTAINED_STEP = "maintained_table"
 _STEP_EVENTS = {
     dg.DagsterEventType.STEP_START,
     dg.DagsterEventType.STEP_SUCCESS,
@@ -29,12 +29,12 @@ _STEP_EVENTS = {
 }
 
 
-def _open_step_start(instance: dg.DagsterInstance, run_id: str) -> int | None:
+def _open_step_start(instance: dg.DagsterInstance, step: str, run_id: str) -> int | None:
     """Storage id of the run's `maintained_table` step start while that step has not ended."""
     opened = None
     for record in instance.get_records_for_run(run_id, of_type=_STEP_EVENTS).records:
         event = record.event_log_entry.dagster_event
-        if event is None or event.step_key != MAINTAINED_STEP:
+        if event is None or event.step_key != step:
             continue
         opened = record.storage_id if event.event_type == dg.DagsterEventType.STEP_START else None
     return opened
@@ -45,7 +45,8 @@ def earlier_maintenance(
 ) -> str | None:
     """The id of another run of this deployment that is maintaining `partition` right now and began
     before `run_id`."""
-    mine = _open_step_start(instance, run_id)
+    step = DeploymentNames.of(platform).maintained_step
+    mine = _open_step_start(instance, step, run_id)
     if mine is None:
         return None
     others: set[str] = set()
@@ -55,7 +56,7 @@ def earlier_maintenance(
     others.discard(run_id)
     earlier = []
     for other in sorted(others):
-        opened = _open_step_start(instance, other)
+        opened = _open_step_start(instance, step, other)
         if opened is not None and opened < mine:
             earlier.append((opened, other))
     return min(earlier)[1] if earlier else None
@@ -86,11 +87,12 @@ def _passed_the_queue(instance: dg.DagsterInstance, run_id: str) -> bool:
 def maintaining_now(instance: dg.DagsterInstance, platform: PlatformSettings, run_id: str) -> list[str]:
     """Other runs maintaining a table right now: inside their `maintained_table` step, or a batch run."""
     started = runs_maintaining(instance, platform, [dg.DagsterRunStatus.STARTED])
+    step = DeploymentNames.of(platform).maintained_step
     return sorted(
         run.run_id
         for run in started
         if run.run_id != run_id
-        and (BATCH_TABLES_TAG in run.tags or _open_step_start(instance, run.run_id) is not None)
+        and (BATCH_TABLES_TAG in run.tags or _open_step_start(instance, step, run.run_id) is not None)
     )
 
 

@@ -26,26 +26,25 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.maintenance.batch_job import MAINTAIN_TABLES_OP, batch_tables
-from icepack_dagster.defs.maintenance.exclusivity import MAINTAINED_STEP
 from icepack_dagster.defs.partitions import table_key
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.run_tags import PARTITION_TAG
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 
 WORKER_DIED = "the run worker died without recording an outcome"
 # The error class Dagster's multiprocess executor reports for a step process that died (killed, OOM).
 _STEP_PROCESS_CRASH = "ChildProcessCrashException"
-_MAINTENANCE_STEPS = (MAINTAINED_STEP, MAINTAIN_TABLES_OP)
 
 
-def _maintenance_started(instance: dg.DagsterInstance, run_id: str) -> bool:
+def _maintenance_started(instance: dg.DagsterInstance, names: DeploymentNames, run_id: str) -> bool:
     """Whether the run's maintenance step started: `maintained_table` (a run of any job that maintained
     a table) or a batch run's `maintain_tables`."""
     starts = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records
     events = [r.event_log_entry.dagster_event for r in starts]
-    return any(event is not None and event.step_key in _MAINTENANCE_STEPS for event in events)
+    steps = (names.maintained_step, names.name(MAINTAIN_TABLES_OP))
+    return any(event is not None and event.step_key in steps for event in events)
 
 
 def _tables_of(instance: dg.DagsterInstance, platform: PlatformSettings, run: dg.DagsterRun) -> list[str]:
@@ -57,14 +56,14 @@ def _tables_of(instance: dg.DagsterInstance, platform: PlatformSettings, run: dg
     return [table for table in tables if table in current]
 
 
-def _finished_in(instance: dg.DagsterInstance, run_id: str) -> set[str]:
+def _finished_in(instance: dg.DagsterInstance, names: DeploymentNames, run_id: str) -> set[str]:
     """The tables the run finished: those with a `maintained_table` event (materialized, or observed
     failed) in the run."""
     kinds = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION}
     finished = set()
     for record in instance.get_records_for_run(run_id, of_type=kinds).records:
         event = record.event_log_entry.dagster_event
-        if event is not None and event.asset_key == MAINTAINED_TABLE and event.partition is not None:
+        if event is not None and event.asset_key == names.maintained_table and event.partition is not None:
             finished.add(event.partition)
     return finished
 
@@ -96,47 +95,63 @@ def _run_times(instance: dg.DagsterInstance, run_id: str) -> tuple[datetime, dat
 
 
 def build_maintenance_failure_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
-    @dg.run_failure_sensor(
-        name="maintenance_failure_sensor",
+    """What `@dg.run_failure_sensor` builds, with the deployment's `icepack` resource key: that decorator
+    takes resources only as parameters, whose names cannot be computed, so the sensor is the run status
+    sensor it would make, on failed runs, reading its resource from `required_resource_keys`."""
+    names = DeploymentNames.of(platform)
+
+    def maintenance_failure_sensor(
+        context: dg.RunStatusSensorContext, **_direct: object
+    ) -> dg.SkipReason | None:
+        # the failure view of the context, as `@dg.run_failure_sensor` passes it
+        return _record_crash(context.for_run_failure(), icepack_of(context, names), platform)
+
+    return dg.RunStatusSensorDefinition(
+        name=names.name("maintenance_failure_sensor"),
+        run_status=dg.DagsterRunStatus.FAILURE,
+        run_status_sensor_fn=maintenance_failure_sensor,
+        required_resource_keys={names.icepack_resource},
         default_status=dg.DefaultSensorStatus(platform.default_status),
         minimum_interval_seconds=platform.maintenance_interval_seconds,
         description="Records a failure in maintenance history for a maintenance run (of any job) whose "
         "worker died without recording an outcome (for a batch run, for each table it had not finished), "
         "so crashes count towards quarantine.",
     )
-    def maintenance_failure_sensor(
-        context: dg.RunFailureSensorContext, icepack: IcepackResource
-    ) -> dg.SkipReason | None:
-        run = context.dagster_run
-        tables = _tables_of(context.instance, platform, run)
-        times = _run_times(context.instance, run.run_id)
-        if not tables or times is None or not _maintenance_started(context.instance, run.run_id):
-            return dg.SkipReason(f"run {run.run_id} never maintained a table: nothing to record")
-        step_failures = context.get_step_failure_events()
-        raised = _raised_in_code(step_failures)
-        if raised:
-            return dg.SkipReason(
-                f"run {run.run_id}: {', '.join(raised)} failed in its own code, which records what "
-                "maintenance history needs"
-            )
-        started, ended = times
-        finished = _finished_in(context.instance, run.run_id)
-        why = _why(context, step_failures)
-        recorded = []
-        for partition in tables:
-            key = table_key(partition)
-            last = icepack.engine.history(key).last_run_at
-            if partition in finished or (last is not None and last >= started):
-                continue
-            report = MaintenanceReport(table=key.text, started_at=started, finished_at=ended, interrupted=why)
-            icepack.engine.history_store.record(report)
-            context.log.warning(f"{partition}: run {run.run_id} recorded as failed: {report.interrupted}")
-            recorded.append(partition)
-        if not recorded:
-            return dg.SkipReason(
-                f"{', '.join(tables)}: an outcome was recorded since run {run.run_id} started, or the run "
-                "finished the table"
-            )
-        return None
 
-    return maintenance_failure_sensor
+
+def _record_crash(
+    context: dg.RunFailureSensorContext, icepack: IcepackResource, platform: PlatformSettings
+) -> dg.SkipReason | None:
+    """A failure in the history of each table the failed run had not finished, when its worker died."""
+    run = context.dagster_run
+    names = DeploymentNames.of(platform)
+    tables = _tables_of(context.instance, platform, run)
+    times = _run_times(context.instance, run.run_id)
+    if not tables or times is None or not _maintenance_started(context.instance, names, run.run_id):
+        return dg.SkipReason(f"run {run.run_id} never maintained a table: nothing to record")
+    step_failures = context.get_step_failure_events()
+    raised = _raised_in_code(step_failures)
+    if raised:
+        return dg.SkipReason(
+            f"run {run.run_id}: {', '.join(raised)} failed in its own code, which records what "
+            "maintenance history needs"
+        )
+    started, ended = times
+    finished = _finished_in(context.instance, names, run.run_id)
+    why = _why(context, step_failures)
+    recorded = []
+    for partition in tables:
+        key = table_key(partition)
+        last = icepack.engine.history(key).last_run_at
+        if partition in finished or (last is not None and last >= started):
+            continue
+        report = MaintenanceReport(table=key.text, started_at=started, finished_at=ended, interrupted=why)
+        icepack.engine.history_store.record(report)
+        context.log.warning(f"{partition}: run {run.run_id} recorded as failed: {report.interrupted}")
+        recorded.append(partition)
+    if not recorded:
+        return dg.SkipReason(
+            f"{', '.join(tables)}: an outcome was recorded since run {run.run_id} started, or the run "
+            "finished the table"
+        )
+    return None

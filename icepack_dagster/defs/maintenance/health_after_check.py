@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
 from icepack_dagster.defs.materialization_codec import judged_materialization
 from icepack_dagster.domain.health.model import HealthState, TableHealth
 
@@ -40,12 +39,13 @@ def nothing_ran_check(outcome: str, reason: str) -> dg.AssetCheckResult:
 
 
 def as_evaluation(
+    maintained_key: dg.AssetKey,
     result: dg.AssetCheckResult, partition: str, materialization: dg.EventLogRecord | None
 ) -> dg.AssetCheckEvaluation:
     """`result` as an evaluation of `partition`'s check, judging its `maintained_table`
     `materialization` (what a run maintaining several tables from one op logs)."""
     return dg.AssetCheckEvaluation(
-        asset_key=MAINTAINED_TABLE,
+        asset_key=maintained_key,
         check_name=result.check_name or HEALTH_AFTER_CHECK,
         passed=result.passed,
         severity=result.severity,

@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.maintenance.maintained_table import build_maintained_table
 from icepack_dagster.defs.maintenance.maintenance_recommendation import build_maintenance_recommendation
 from icepack_dagster.defs.partitions import tables_partitions
@@ -25,7 +26,7 @@ def build_maintenance_job(deployment_name: str) -> Any:
     (Dagster exports no name for the type `define_asset_job` returns.)"""
     platform = PlatformSettings(deployment_name=deployment_name)
     return dg.define_asset_job(
-        MAINTENANCE_JOB,
+        DeploymentNames(deployment_name).name(MAINTENANCE_JOB),
         selection=[
             build_maintenance_recommendation(deployment_name),
             build_maintained_table(deployment_name),

@@ -1,11 +1,12 @@
 """`maintained_table`: the table after its recommended maintenance ran on Spark."""
 
 import functools
+import inspect
 
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.maintenance.exclusivity import refuse_beyond_the_cap, refuse_concurrent_maintenance
 from icepack_dagster.defs.maintenance.health_after_check import (
@@ -18,7 +19,7 @@ from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.maintenance.unreferenced_report import unreferenced_metadata
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_recommendation, maintenance_metadata
 from icepack_dagster.defs.partitions import tables_partitions
-from icepack_dagster.defs.resources import IcepackResource, SparkResource
+from icepack_dagster.defs.resources import IcepackResource, SparkResource, icepack_of, spark_of
 from icepack_dagster.defs.run_tags import MAINTENANCE, OUTCOME_TAG, claim_run
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.history import TableHistory
@@ -28,9 +29,11 @@ from icepack_dagster.domain.recommendation.model import Recommendation
 _MAX_TAG = 250  # run tags are for the runs list; the whole reason is in the metadata
 
 
-def _this_runs_recommendation(context: dg.AssetExecutionContext) -> Recommendation | None:
+def _this_runs_recommendation(
+    context: dg.AssetExecutionContext, names: DeploymentNames
+) -> Recommendation | None:
     """The recommendation materialized earlier in this run; a stale one from another run is not reused."""
-    record = latest_of(context.instance, MAINTENANCE_RECOMMENDATION, context.partition_key)
+    record = latest_of(context.instance, names.maintenance_recommendation, context.partition_key)
     if record is None or record.run_id != context.run.run_id:
         return None
     return decode_recommendation(metadata_of(record))
@@ -41,24 +44,34 @@ def build_maintained_table(deployment_name: str) -> dg.AssetsDefinition:
     """The asset over the deployment's partitions, holding a slot of its maintenance pool (one
     definition per deployment name)."""
     platform = PlatformSettings(deployment_name=deployment_name)
+    names = DeploymentNames(deployment_name)
     tables = tables_partitions(platform)
-    return dg.asset(
-        name=MAINTAINED_TABLE.path[-1],
+
+    @dg.asset(
+        key=names.maintained_table,
         partitions_def=tables,
-        deps=[MAINTENANCE_RECOMMENDATION],
+        deps=[names.maintenance_recommendation],
         group_name="iceberg_tables",
         kinds={"iceberg", "spark"},
         pool=platform.maintenance_pool,
         check_specs=[
             dg.AssetCheckSpec(
                 HEALTH_AFTER_CHECK,
-                asset=MAINTAINED_TABLE,
+                asset=names.maintained_table,
                 partitions_def=tables,  # one result per table, not one overwriting the last
                 description="Health measured right after maintenance; warns when the table is still "
                 "unhealthy",
             )
         ],
-    )(maintained_table)
+        required_resource_keys={names.icepack_resource, names.spark_resource},
+        description=inspect.getdoc(maintained_table),
+    )
+    def maintained_table_asset(
+        context: dg.AssetExecutionContext, config: MaintenanceConfig
+    ) -> dg.MaterializeResult:
+        return maintained_table(context, config, icepack_of(context, names), spark_of(context, names))
+
+    return maintained_table_asset
 
 
 def maintained_table(
@@ -80,6 +93,7 @@ def maintained_table(
     why nothing ran when nothing did, heads the metadata and is the run's `icepack/outcome` tag.
     """
     platform = icepack.settings.platform
+    names = DeploymentNames.of(platform)
     claim_run(context, platform, MAINTENANCE, context.partition_key)
     key = discovered_table(context, icepack.engine)
     refuse_concurrent_maintenance(context, platform, context.partition_key)
@@ -87,7 +101,7 @@ def maintained_table(
     engine = icepack.maintenance_engine(spark)
     judged = engine.maintain_and_judge(
         key,
-        recommendation=None if config.force else _this_runs_recommendation(context),
+        recommendation=None if config.force else _this_runs_recommendation(context, names),
         dry_run=config.dry_run,
         only=config.only,
         on_progress=context.log.info,
@@ -109,7 +123,7 @@ def maintained_table(
     metadata |= {
         "health_after": dg.MetadataValue.text(health_after.state.value),
         "health_after_rank": dg.MetadataValue.int(health_after.state.plot_value),
-        "recommendation": dg.MetadataValue.asset(MAINTENANCE_RECOMMENDATION),
+        "recommendation": dg.MetadataValue.asset(names.maintenance_recommendation),
     }
     if report.outcome in ("failed", "violated"):
         ended = "failed" if report.outcome == "failed" else "broke an invariant and paused the table"

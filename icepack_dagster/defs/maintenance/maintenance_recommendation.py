@@ -1,15 +1,16 @@
 """`maintenance_recommendation`: what one table should get now, and why each other action is left out."""
 
 import functools
+import inspect
 
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.defs.asset_keys import MAINTENANCE_RECOMMENDATION, TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.maintenance.table_guard import discovered_table
 from icepack_dagster.defs.materialization_codec import Metadata, recommendation_metadata
 from icepack_dagster.defs.partitions import tables_partitions
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.run_tags import MAINTENANCE, claim_run
 from icepack_dagster.domain.actions.maintenance_action import ACTION_ORDER
 from icepack_dagster.domain.clock import utc_now
@@ -25,13 +26,21 @@ from icepack_dagster.exceptions import TableNotFoundError
 def build_maintenance_recommendation(deployment_name: str) -> dg.AssetsDefinition:
     """The asset over the deployment's partitions (one definition per deployment name)."""
     platform = PlatformSettings(deployment_name=deployment_name)
-    return dg.asset(
-        name=MAINTENANCE_RECOMMENDATION.path[-1],
+    names = DeploymentNames(deployment_name)
+
+    @dg.asset(
+        key=names.maintenance_recommendation,
         partitions_def=tables_partitions(platform),
-        deps=[TABLE_HEALTH],
+        deps=[names.table_health],
         group_name="iceberg_tables",
         kinds={"iceberg"},
-    )(maintenance_recommendation)
+        required_resource_keys={names.icepack_resource},
+        description=inspect.getdoc(maintenance_recommendation),
+    )
+    def recommendation_asset(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        return maintenance_recommendation(context, icepack_of(context, names))
+
+    return recommendation_asset
 
 
 def maintenance_recommendation(
@@ -48,7 +57,8 @@ def maintenance_recommendation(
     engine = icepack.engine
     claim_run(context, icepack.settings.platform, MAINTENANCE, context.partition_key)
     key = discovered_table(context, engine)
-    recommendation, metadata = recommend_now(engine, key, context.log)
+    names = DeploymentNames.of(icepack.settings.platform)
+    recommendation, metadata = recommend_now(engine, key, context.log, names)
     if recommendation is not None:
         context.log.info(
             f"{key.text}: {len(recommendation.actions)} action(s), {len(recommendation.skipped)} left out"
@@ -58,7 +68,7 @@ def maintenance_recommendation(
 
 
 def recommend_now(
-    engine: Engine, key: TableKey, log: dg.DagsterLogManager
+    engine: Engine, key: TableKey, log: dg.DagsterLogManager, names: DeploymentNames
 ) -> tuple[Recommendation | None, Metadata]:
     """The recommendation for `key` on its status now, and the metadata of its materialization (what
     a one-table run and each table of a batch run write); None, with metadata saying why, when the
@@ -89,7 +99,7 @@ def recommend_now(
                 columns=[dg.TableColumn("field"), dg.TableColumn("value"), dg.TableColumn("source")]
             ),
         ),
-        "health": dg.MetadataValue.asset(TABLE_HEALTH),
+        "health": dg.MetadataValue.asset(names.table_health),
     }
     return recommendation, metadata
 

@@ -18,15 +18,16 @@ tick, and a less urgent table left out returns with its next health event, at mo
 import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.maintenance.batch_job import (
     batch_run_request,
     batch_tables,
     build_maintenance_batch_job,
     plan_batches,
 )
-from icepack_dagster.defs.maintenance.job import MAINTENANCE_JOB, build_maintenance_job
+from icepack_dagster.defs.maintenance.job import build_maintenance_job
 from icepack_dagster.defs.maintenance_pool import pool_limit_problem
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.resources import icepack_of
 from icepack_dagster.defs.run_tags import PRIORITY_TAG, maintenance_tags, runs_maintaining, table_of_run
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.decisions.maintenance_batches import PlannedRun
@@ -127,10 +128,10 @@ def _orphan_sweep(
     return sweeps, swept, after, waiting
 
 
-def _run_request(decision: Decision) -> dg.RunRequest:
+def _run_request(decision: Decision, job_name: str) -> dg.RunRequest:
     return dg.RunRequest(
         run_key=run_key(decision.partition, decision.health_event),
-        job_name=MAINTENANCE_JOB,
+        job_name=job_name,
         partition_key=decision.partition,
         tags={
             **maintenance_tags(decision.partition, decision.health_event),
@@ -160,20 +161,21 @@ def _plan(
 def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     default = dg.DefaultSensorStatus(platform.default_status)
     sizing = platform.sizing_policy() if platform.run_sizing else None
+    names = DeploymentNames.of(platform)
+    one_job = build_maintenance_job(platform.deployment_name)
+    batch_job = build_maintenance_batch_job(platform.deployment_name)
 
     @dg.sensor(
-        name="maintenance_sensor",
-        # batch runs: maintenance_batch_size > 1
-        jobs=[
-            build_maintenance_job(platform.deployment_name),
-            build_maintenance_batch_job(platform.deployment_name),
-        ],
+        name=DeploymentNames.of(platform).name("maintenance_sensor"),
+        required_resource_keys={DeploymentNames.of(platform).icepack_resource},
+        jobs=[one_job, batch_job],  # batch runs: maintenance_batch_size > 1
         minimum_interval_seconds=platform.maintenance_interval_seconds,
         default_status=default,
         description=f"Launches maintenance for unhealthy tables, most valuable first: at most "
         f"{platform.maintenance_runs_per_tick} per tick and {platform.max_maintenance_in_flight} in flight.",
     )
-    def maintenance_sensor(context: dg.SensorEvaluationContext, icepack: IcepackResource) -> dg.SensorResult:
+    def maintenance_sensor(context: dg.SensorEvaluationContext, **_direct: object) -> dg.SensorResult:
+        icepack = icepack_of(context, DeploymentNames.of(platform))
         instance = context.instance
         problem = pool_limit_problem(instance, platform)
         if problem is not None:
@@ -223,7 +225,10 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
             return result("nothing launched: " + explain(decisions, deferred))
         context.log.info("launching maintenance: " + ", ".join(f"{d.partition} (priority {d.priority:.3g})"
                                                               for d in launch))
-        requests = [batch_run_request(r) if r.batch else _run_request(r.decisions[0]) for r in planned]
+        requests = [
+            batch_run_request(r, names) if r.batch else _run_request(r.decisions[0], one_job.name)
+            for r in planned
+        ]
         return result(None, requests)
 
     return maintenance_sensor

@@ -2,10 +2,14 @@
 maintenance resume for one table; `rollback_job` undoes its last maintenance, guarded as `icepack
 rollback` is (only when nothing else committed since), or with `dry_run` only says what it would do."""
 
+import functools
+import inspect
+
 import dagster as dg
 from pydantic import Field
 
-from icepack_dagster.defs.resources import IcepackResource
+from icepack_dagster.defs.asset_keys import DeploymentNames
+from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.run_tags import KIND_TAG, claim_run
 
 
@@ -13,7 +17,6 @@ class ReleaseQuarantineConfig(dg.Config):
     table: str = Field(min_length=1, description="The table to release: ns.table or catalog.ns.table")
 
 
-@dg.op
 def release_quarantine(
     context: dg.OpExecutionContext, config: ReleaseQuarantineConfig, icepack: IcepackResource
 ) -> None:
@@ -31,12 +34,28 @@ def release_quarantine(
     )
 
 
-@dg.job(
-    tags={KIND_TAG: "operator"},
-    description="Release one table from quarantine and its circuit breakers (config: table).",
-)
-def release_quarantine_job() -> None:
-    release_quarantine()
+@functools.cache
+def build_release_quarantine_job(deployment_name: str) -> dg.JobDefinition:
+    """The deployment's `release_quarantine_job` (one definition per deployment name)."""
+    names = DeploymentNames(deployment_name)
+
+    @dg.op(
+        name=names.name("release_quarantine"),
+        required_resource_keys={names.icepack_resource},
+        description=inspect.getdoc(release_quarantine),
+    )
+    def release_quarantine_op(context: dg.OpExecutionContext, config: ReleaseQuarantineConfig) -> None:
+        release_quarantine(context, config, icepack_of(context, names))
+
+    @dg.job(
+        name=names.name("release_quarantine_job"),
+        tags={KIND_TAG: "operator"},
+        description="Release one table from quarantine and its circuit breakers (config: table).",
+    )
+    def release_quarantine_job() -> None:
+        release_quarantine_op()
+
+    return release_quarantine_job
 
 
 class RollbackConfig(dg.Config):
@@ -44,7 +63,6 @@ class RollbackConfig(dg.Config):
     dry_run: bool = Field(default=False, description="Only say what the rollback would do")
 
 
-@dg.op
 def rollback_table(context: dg.OpExecutionContext, config: RollbackConfig, icepack: IcepackResource) -> None:
     """Restores the snapshot the table's last maintenance was planned on, or fails saying what else was
     committed since; recorded in the maintenance history."""
@@ -55,8 +73,25 @@ def rollback_table(context: dg.OpExecutionContext, config: RollbackConfig, icepa
     context.log.info(plan.describe())
 
 
-@dg.job(
-    tags={KIND_TAG: "operator"}, description="Undo one table's last maintenance (config: table, dry_run)."
-)
-def rollback_job() -> None:
-    rollback_table()
+@functools.cache
+def build_rollback_job(deployment_name: str) -> dg.JobDefinition:
+    """The deployment's `rollback_job` (one definition per deployment name)."""
+    names = DeploymentNames(deployment_name)
+
+    @dg.op(
+        name=names.name("rollback_table"),
+        required_resource_keys={names.icepack_resource},
+        description=inspect.getdoc(rollback_table),
+    )
+    def rollback_op(context: dg.OpExecutionContext, config: RollbackConfig) -> None:
+        rollback_table(context, config, icepack_of(context, names))
+
+    @dg.job(
+        name=names.name("rollback_job"),
+        tags={KIND_TAG: "operator"},
+        description="Undo one table's last maintenance (config: table, dry_run).",
+    )
+    def rollback_job() -> None:
+        rollback_op()
+
+    return rollback_job

@@ -10,7 +10,6 @@ from urllib.parse import quote
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.materialization_codec.records import (
     FLEET_JSON,
     SUMMARY,
@@ -39,20 +38,20 @@ _ACCURACY_COLUMNS = [
 ]
 
 
-def partition_page(partition: str) -> str:
+def partition_page(health_key: dg.AssetKey, partition: str) -> str:
     """The Dagster UI's page of one table's `table_health` partition (its checks, its materializations),
     as a link relative to the UI's root: the form the UI's own links take (`assetDetailsPathForKey` with
     `view=partitions&partition=`, in dagster-webserver's ui-core). Behind a `--path-prefix`, prepend it."""
-    path = "/".join(quote(part, safe="") for part in TABLE_HEALTH.path)
+    path = "/".join(quote(part, safe="") for part in health_key.path)
     return f"/assets/{path}?view=partitions&partition={quote(partition, safe='')}"
 
 
-def attention_pages_markdown(summary: FleetSummary) -> str:
+def attention_pages_markdown(summary: FleetSummary, health_key: dg.AssetKey) -> str:
     """Each table the summary lists, most urgent first, linked to its partition page."""
     if not summary.attention:
         return "No table needs attention."
     lines = [
-        f"- [{row.table}]({partition_page(row.table)}): {row.state.value}"
+        f"- [{row.table}]({partition_page(health_key, row.table)}): {row.state.value}"
         + (", quarantined" if row.quarantined else "")
         + (", refused by its Spark's Iceberg runtime" if row.refused else "")
         + (f" ({', '.join(row.issues)})" if row.issues else "")
@@ -61,7 +60,7 @@ def attention_pages_markdown(summary: FleetSummary) -> str:
     return "\n".join(lines)
 
 
-def _attention_row(row: TableAttention) -> dict[str, Any]:
+def _attention_row(row: TableAttention, health_key: dg.AssetKey) -> dict[str, Any]:
     """Size as text to read and `data_bytes` as a number to sort by (-1 when never measured)."""
     return {
         "table": row.table,
@@ -72,20 +71,26 @@ def _attention_row(row: TableAttention) -> dict[str, Any]:
         "quarantined": row.quarantined,
         "last_error": row.last_error or "",
         "refused": row.refused or "",
-        "page": partition_page(row.table),
+        "page": partition_page(health_key, row.table),
     }
 
 
 def fleet_metadata(
-    summary: FleetSummary, metrics_path: str, accuracy: Sequence[PredictionAccuracy] = ()
+    summary: FleetSummary,
+    metrics_path: str,
+    health_key: dg.AssetKey,
+    accuracy: Sequence[PredictionAccuracy] = (),
 ) -> Metadata:
     """The fleet at a glance; `accuracy` is planned against done by action over the recorded runs of
-    every table (the maintenance history's predictions)."""
+    every table (the maintenance history's predictions); each table links to its page of the
+    deployment's `table_health` (`health_key`)."""
     quarantined = [{"table": p, "last_error": e} for p, e in sorted(summary.quarantined.items())]
     return {
         SUMMARY: dg.MetadataValue.md(fleet_markdown(summary)),
-        NEEDS_ATTENTION: table(_ATTENTION_COLUMNS, [_attention_row(row) for row in summary.attention]),
-        ATTENTION_PAGES: dg.MetadataValue.md(attention_pages_markdown(summary)),
+        NEEDS_ATTENTION: table(
+            _ATTENTION_COLUMNS, [_attention_row(row, health_key) for row in summary.attention]
+        ),
+        ATTENTION_PAGES: dg.MetadataValue.md(attention_pages_markdown(summary, health_key)),
         "tables": dg.MetadataValue.int(summary.tables),
         **{f"tables_{s.value}": dg.MetadataValue.int(summary.count(s)) for s in HealthState},
         "maintenance_queued": dg.MetadataValue.int(summary.maintenance_queued),

@@ -16,7 +16,6 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.materialization_codec.records import (
     HEALTH_JSON,
     STATE,
@@ -98,11 +97,12 @@ def health_check_description(health: TableHealth) -> str:
 
 
 def health_check_evaluation(
+    health_key: dg.AssetKey,
     partition: str, health: TableHealth, materialization: dg.EventLogRecord
 ) -> dg.AssetCheckEvaluation:
     """The `healthy` check of one table, judging its `table_health` `materialization`."""
     return dg.AssetCheckEvaluation(
-        asset_key=TABLE_HEALTH,
+        asset_key=health_key,
         check_name=HEALTH_CHECK,
         passed=health.state is HealthState.HEALTHY,
         severity=health_check_severity(health.state),

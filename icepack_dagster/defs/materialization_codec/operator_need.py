@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dagster as dg
 
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH
 from icepack_dagster.defs.materialization_codec.health import judged_materialization
 from icepack_dagster.defs.materialization_codec.records import Metadata
 from icepack_dagster.domain.health.needs_operator import OperatorNeed
@@ -33,7 +32,7 @@ def verdict_of(need: OperatorNeed | None) -> str:
 
 
 def operator_check_evaluation(
-    partition: str, need: OperatorNeed | None, materialization: dg.EventLogRecord
+    health_key: dg.AssetKey, partition: str, need: OperatorNeed | None, materialization: dg.EventLogRecord
 ) -> dg.AssetCheckEvaluation:
     """The `needs_operator` check of one table, judging its `table_health` `materialization`."""
     if need is None:
@@ -47,7 +46,7 @@ def operator_check_evaluation(
         }
         description = f"{need.reason}: {need.summary}"
     return dg.AssetCheckEvaluation(
-        asset_key=TABLE_HEALTH,
+        asset_key=health_key,
         check_name=NEEDS_OPERATOR_CHECK,
         passed=need is None,
         severity=dg.AssetCheckSeverity.ERROR,

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.defs.asset_keys import TABLE_STATUS
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.event_reads import latest_of, metadata_of
 from icepack_dagster.defs.fleet.metrics import serve, write_textfile
 from icepack_dagster.defs.materialization_codec import ATTENTION_PAGES, NEEDS_ATTENTION, decode_status
@@ -53,7 +53,7 @@ def _summary() -> FleetSummary:
 
 
 def latest_status(instance: dg.DagsterInstance, partition: str) -> TableStatus:
-    record = latest_of(instance, TABLE_STATUS, partition)
+    record = latest_of(instance, DEFAULT_NAMES.table_status, partition)
     status = decode_status(metadata_of(record)) if record is not None else None
     assert status is not None, f"no table_status for {partition}"
     return status
@@ -89,7 +89,7 @@ def test_the_metrics_endpoint_serves_the_latest_fleet_summary(
     """`curl host:port/metrics` answers with the gauges of the newest fleet_summary materialization,
     read from Dagster's storage at scrape time; before any refresh it serves no fleet series."""
     port = free_port()
-    server, thread = serve(instance, "127.0.0.1", port)
+    server, thread = serve(instance, DEFAULT_NAMES, "127.0.0.1", port)
     try:
         def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:

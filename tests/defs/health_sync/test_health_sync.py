@@ -19,7 +19,7 @@ from dagster_graphql.test.utils import define_out_of_process_context
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH, TABLE_STATUS
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.health_sync.job import health_sync_run_config
 from icepack_dagster.defs.health_sync.table_status_and_health import build_table_status_and_health
 from icepack_dagster.defs.health_sync.table_sync import SYNC_REASON
@@ -88,11 +88,11 @@ def test_batched_sync_one_materialization_per_table_per_run(
         assert result.success
         assert result.dagster_run.tags[KIND_TAG] == OBSERVATION
         events = result.asset_materializations_for_node(NODE)
-        for asset_key in (TABLE_STATUS, TABLE_HEALTH):
+        for asset_key in (DEFAULT_NAMES.table_status, DEFAULT_NAMES.table_health):
             mine = [e for e in events if e.asset_key == asset_key]
             assert sorted(e.partition for e in mine) == sorted(batch), asset_key
             assert {e.metadata[SYNC_REASON].value for e in mine} == {"first materialization"}
-        health_events = [e for e in events if e.asset_key == TABLE_HEALTH]
+        health_events = [e for e in events if e.asset_key == DEFAULT_NAMES.table_health]
         for event in health_events:
             assert event.metadata[STATE].value in {"healthy", "warning", "critical", "unknown"}
             assert event.metadata["summary"].value
@@ -118,8 +118,9 @@ def test_batched_sync_one_materialization_per_table_per_run(
 def _written(result: dg.ExecuteInProcessResult) -> dict[str, str]:
     """Partition -> why its pair was written, checking status and health were written together."""
     events = result.asset_materializations_for_node(NODE)
-    status = {e.partition: e.metadata[SYNC_REASON].value for e in events if e.asset_key == TABLE_STATUS}
-    health = {e.partition: e.metadata[SYNC_REASON].value for e in events if e.asset_key == TABLE_HEALTH}
+    reasons = {(e.asset_key, e.partition): e.metadata[SYNC_REASON].value for e in events}
+    status = {p: r for (key, p), r in reasons.items() if key == DEFAULT_NAMES.table_status}
+    health = {p: r for (key, p), r in reasons.items() if key == DEFAULT_NAMES.table_health}
     assert status == health
     return status
 
@@ -251,7 +252,7 @@ def test_a_sync_of_unknown_tables_names_them(
     failure = failed.failure_data_for_node("sync_tables")
     assert failure is not None and "none of the tables of this run" in failure.error.message
     assert not instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=TABLE_STATUS, asset_partitions=[typo]), limit=1
+        dg.AssetRecordsFilter(asset_key=DEFAULT_NAMES.table_status, asset_partitions=[typo]), limit=1
     ).records
 
 

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 import dagster as dg
 
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.materialization_codec import NEEDS_OPERATOR_CHECK
 from icepack_dagster.domain.actions.maintenance_action import ActionResult, ActionStatus, MaintenanceAction
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
@@ -23,7 +23,7 @@ from icepack_dagster.iceberg.catalogs import CatalogSet
 from tests.defs.dagster_testkit import discover, record_failures, run_health_sync, small_file_table
 from tests.tables_testkit import arrow_fingerprint
 
-CHECK = dg.AssetCheckKey(TABLE_HEALTH, NEEDS_OPERATOR_CHECK)
+CHECK = dg.AssetCheckKey(DEFAULT_NAMES.table_health, NEEDS_OPERATOR_CHECK)
 
 
 def _operator_checks(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:

@@ -26,7 +26,7 @@ from pathlib import Path
 import dagster as dg
 
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from tests.defs.dagster_testkit import run_health_sync, small_file_table
@@ -58,7 +58,7 @@ STEADY_SYNC_PROCESS = textwrap.dedent(
 
 def _health_materializations(instance: dg.DagsterInstance, partition: str) -> int:
     records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=TABLE_HEALTH, asset_partitions=[partition]), limit=10
+        dg.AssetRecordsFilter(asset_key=DEFAULT_NAMES.table_health, asset_partitions=[partition]), limit=10
     ).records
     return len(records)
 

@@ -25,6 +25,7 @@ from pydantic import SecretStr
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.housekeeping.job import HISTORY_ROWS_PRUNED, MORE_RUNS_LEFT, RUNS_DELETED
 from icepack_dagster.defs.housekeeping.run_retention import delete_finished_runs
 from icepack_dagster.defs.run_tags import deployment_tags
@@ -92,10 +93,11 @@ def _unfinished_run(instance: dg.DagsterInstance, job: dg.JobDefinition, event_t
     return run.run_id
 
 
-def _failed_release(defs: dg.Definitions, instance: dg.DagsterInstance) -> str:
+def _failed_release(defs: dg.Definitions, instance: dg.DagsterInstance, deployment: str = "icepack") -> str:
     """A real failed run: an operator releasing a table by a name that is no table identifier."""
-    job = defs.resolve_job_def("release_quarantine_job")
-    config = {"ops": {"release_quarantine": {"config": {"table": "orders"}}}}
+    names = DeploymentNames(deployment)
+    job = defs.resolve_job_def(names.name("release_quarantine_job"))
+    config = {"ops": {names.name("release_quarantine"): {"config": {"table": "orders"}}}}
     result = job.execute_in_process(instance=instance, run_config=config, raise_on_error=False)
     assert not result.success
     return result.run_id
@@ -114,7 +116,7 @@ def test_old_finished_runs_go_with_their_events_unfinished_and_recent_stay(
         old_failed = _failed_release(defs, instance)
         unfinished = [_unfinished_run(instance, housekeeping, event) for event in NOT_FINISHED]
         neighbours = [neighbour_job.execute_in_process(instance=instance).run_id,
-                      _failed_release(other_deployment, instance)]
+                      _failed_release(other_deployment, instance, "lake_b")]
     with _days_ago(RETENTION_DAYS - 2):
         recent_failed = _failed_release(defs, instance)
     old = (old_succeeded, old_failed)

@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.asset_keys import TABLE_HEALTH
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.health_sync.table_sync import SYNC_REASON
 from icepack_dagster.defs.materialization_codec import decode_fleet
 from icepack_dagster.domain.decisions.sensor_cursors import MaintenanceCursor
@@ -121,7 +121,8 @@ def test_deleting_every_run_changes_no_decision(
 
     assert _wipe_runs(instance) >= 4
     assert not instance.get_runs()
-    assert not instance.fetch_materializations(TABLE_HEALTH, limit=1).records, "events outlived the wipe"
+    health = instance.fetch_materializations(DEFAULT_NAMES.table_health, limit=1)
+    assert not health.records, "events outlived the wipe"
 
     assert _decisions(defs, instance, None) == fresh
     assert _decisions(defs, instance, fresh["cursor"].encode()) == steady

@@ -30,7 +30,7 @@ import pytest
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.maintenance.batch_job import (
     BATCH_JOB,
     BATCH_TABLES_TAG,
@@ -83,7 +83,7 @@ def _health_after(instance: dg.DagsterInstance, partitions: list[str]) -> dict[s
     """Each table's `healthy_after_maintenance` as the partitions view reads it from the instance: its
     latest execution's status, and whether that execution judges the partition's latest materialization
     (Dagster counts only those)."""
-    key = dg.AssetCheckKey(MAINTAINED_TABLE, HEALTH_AFTER_CHECK)
+    key = dg.AssetCheckKey(DEFAULT_NAMES.maintained_table, HEALTH_AFTER_CHECK)
     infos = instance.event_log_storage.get_asset_check_partition_info([key], partition_keys=partitions)
     return {str(i.partition_key): (i.latest_execution_status.value, i.is_current) for i in infos}
 
@@ -95,7 +95,7 @@ def _health_after_results(result: dg.ExecuteInProcessResult) -> list[dg.AssetChe
 
 def _recommended(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetMaterialization]:
     return {e.partition: e for e in result.asset_materializations_for_node("maintain_tables")
-            if e.asset_key == MAINTENANCE_RECOMMENDATION}
+            if e.asset_key == DEFAULT_NAMES.maintenance_recommendation}
 
 
 def _remove_one_data_file(catalogs: CatalogSet, identifier: str) -> None:
@@ -136,7 +136,7 @@ def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
 
     assert result.success, "one table's failure does not fail the run"
     maintained = {e.partition: e for e in result.asset_materializations_for_node("maintain_tables")
-                  if e.asset_key == MAINTAINED_TABLE}
+                  if e.asset_key == DEFAULT_NAMES.maintained_table}
     assert set(maintained) == set(healthy)
     for partition in healthy:
         assert maintained[partition].metadata[OUTCOME].value == "succeeded"
@@ -144,7 +144,9 @@ def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
         assert _contents(spark, partition) == before[partition]
         assert latest_health(instance, partition).state == "healthy", "re-measured in the batch run"
     (failed,) = [
-        e for e in result.asset_observations_for_node("maintain_tables") if e.asset_key == MAINTAINED_TABLE
+        e
+        for e in result.asset_observations_for_node("maintain_tables")
+        if e.asset_key == DEFAULT_NAMES.maintained_table
     ]
     assert failed.partition == broken and failed.metadata[OUTCOME].value == "failed"
     engine = Engine(scoped_settings)
@@ -260,14 +262,14 @@ def test_a_table_a_batch_leaves_unhealthy_fails_its_check_with_a_warning(
 
     assert result.success
     (maintained,) = [e for e in result.asset_materializations_for_node("maintain_tables")
-                     if e.asset_key == MAINTAINED_TABLE]
+                     if e.asset_key == DEFAULT_NAMES.maintained_table]
     assert maintained.metadata[OUTCOME].value == "nothing_to_do"
     recommended = _recommended(result)[partition]
     recommendation = decode_recommendation(recommended.metadata)
     assert recommendation is not None and not recommendation.needs_work
     assert {s.action for s in recommendation.skipped} == set(ACTION_ORDER)
     one_table = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-        instance=instance, partition_key=partition, asset_selection=[MAINTENANCE_RECOMMENDATION]
+        instance=instance, partition_key=partition, asset_selection=[DEFAULT_NAMES.maintenance_recommendation]
     )
     (alone,) = one_table.asset_materializations_for_node("maintenance_recommendation")
     assert list(recommended.metadata) == list(alone.metadata), "the metadata a one-table run writes"

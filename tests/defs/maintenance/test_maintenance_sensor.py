@@ -19,7 +19,7 @@ import pytest
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.defs.run_tags import (
     KIND_TAG,
@@ -184,14 +184,14 @@ def test_a_materialize_of_maintained_table_counts_in_flight_and_holds_its_table(
     table = key(namespace, "small")
     seen: dict[str, dg.SensorResult] = {}
 
-    @dg.asset(name=MAINTAINED_TABLE.path[-1], partitions_def=TABLE_PARTITIONS, pool=MAINTENANCE_POOL)
+    @dg.asset(key=DEFAULT_NAMES.maintained_table, partitions_def=TABLE_PARTITIONS, pool=MAINTENANCE_POOL)
     def manual_maintenance() -> None:  # stands in for the real asset: the run is what is judged
         seen["roomy"] = evaluate_sensor(roomy, SENSOR, instance)
         seen["capped"] = evaluate_sensor(capped, SENSOR, instance)
 
     asset_job = dg.Definitions(assets=[manual_maintenance]).resolve_implicit_global_asset_job_def()
     run = asset_job.execute_in_process(
-        instance=instance, partition_key=table, asset_selection=[MAINTAINED_TABLE]
+        instance=instance, partition_key=table, asset_selection=[DEFAULT_NAMES.maintained_table]
     )
     assert run.success and run.dagster_run.job_name == "__ASSET_JOB"
     assert MAINTENANCE not in run.dagster_run.tags.values(), "the run carries only Dagster's tags"

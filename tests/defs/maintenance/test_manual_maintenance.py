@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.defs.asset_keys import MAINTAINED_TABLE, MAINTENANCE_RECOMMENDATION
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.materialization_codec import OUTCOME, decode_report
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, table_key
 from icepack_dagster.defs.run_tags import OUTCOME_TAG
@@ -49,7 +49,7 @@ def _materialize(
     return defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance,
         partition_key=table,
-        asset_selection=[MAINTENANCE_RECOMMENDATION, MAINTAINED_TABLE],
+        asset_selection=[DEFAULT_NAMES.maintenance_recommendation, DEFAULT_NAMES.maintained_table],
         run_config={"ops": {"maintained_table": {"config": config}}},
         raise_on_error=False,
     )
@@ -159,7 +159,8 @@ def test_a_partition_that_is_not_a_discovered_table_is_refused(
     }
     instance.add_dynamic_partitions(PARTITIONS_NAME, list(typed))  # what "Add partition" does
     for partition, reason in typed.items():
-        for assets in ([MAINTENANCE_RECOMMENDATION, MAINTAINED_TABLE], [MAINTAINED_TABLE]):
+        maintained, recommendation = DEFAULT_NAMES.maintained_table, DEFAULT_NAMES.maintenance_recommendation
+        for assets in ([recommendation, maintained], [maintained]):
             result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
                 instance=instance, partition_key=partition, asset_selection=assets, raise_on_error=False
             )

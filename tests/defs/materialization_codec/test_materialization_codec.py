@@ -13,6 +13,7 @@ from datetime import timedelta
 import dagster as dg
 
 from icepack_dagster.defs import materialization_codec as md
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.domain.actions.maintenance_action import ActionImpact, ActionResult, MaintenanceAction
 from icepack_dagster.domain.health.judging import unknown_health
 from icepack_dagster.domain.health.model import HealthState, Severity
@@ -125,7 +126,7 @@ def test_records_round_trip_in_memory() -> None:
         ),
         attention_total=1,
     )
-    assert md.decode_fleet(md.fleet_metadata(fleet, "/m/icepack.prom")) == fleet
+    assert md.decode_fleet(md.fleet_metadata(fleet, "/m/icepack.prom", DEFAULT_NAMES.table_health)) == fleet
 
 
 def test_missing_or_foreign_records_decode_to_none() -> None:
@@ -206,7 +207,7 @@ def test_a_readable_size_beside_every_byte_count() -> None:
     assert report_md[md.BYTES_RECLAIMED].value == 1_000 and report_md["size_reclaimed"].value == "1000 B"
     assert "data size: 39.1 KiB → 38.1 KiB" in report_md[md.SUMMARY].value
     fleet = FleetSummary(generated_at_epoch=1, tables=0, bytes_reclaimed_total=3 << 30)
-    fleet_md = md.fleet_metadata(fleet, "/m/icepack.prom")
+    fleet_md = md.fleet_metadata(fleet, "/m/icepack.prom", DEFAULT_NAMES.table_health)
     assert fleet_md["bytes_reclaimed_total"].value == 3 << 30
     assert fleet_md["size_reclaimed_total"].value == "3 GiB"
 
@@ -219,7 +220,7 @@ def test_summary_first_and_the_json_record_last() -> None:
         md.HEALTH_JSON: md.health_metadata(HEALTH),
         md.RECOMMENDATION_JSON: md.recommendation_metadata(RECOMMENDATION, HISTORY),
         md.REPORT_JSON: md.maintenance_metadata(REPORT, HISTORY),
-        md.FLEET_JSON: md.fleet_metadata(fleet, "/m/icepack.prom"),
+        md.FLEET_JSON: md.fleet_metadata(fleet, "/m/icepack.prom", DEFAULT_NAMES.table_health),
     }
     for json_key, metadata in encoded.items():
         keys = list(metadata)
