@@ -6,8 +6,11 @@ without a stored limit is not limited at all, so the limit must be in the instan
 maintenance run of the deployment is queued: `set_pool_limit` stores it, and is run once where
 icepack starts, before the daemon (`python -m icepack_dagster.defs.maintenance_pool` in
 `scripts/demo`, or `dagster instance concurrency set` in the Helm release's hook, docs/OPERATIONS.md).
-The maintenance sensor says, at each tick, when the stored limit is missing or differs from its cap
-(`max_maintenance_in_flight`): the sensor then submits more, or fewer, runs than the pool lets run.
+Where nothing ran it (a component added to a project, whose instance icepack does not start), the
+maintenance sensor stores it at its first tick (`ensure_pool_limit`): the pool is the deployment's
+own, so a missing limit is never a choice someone made. A stored limit that differs from the cap
+(`max_maintenance_in_flight`) is an operator's and is kept; the sensor says so at each tick, as it
+then submits more, or fewer, runs than the pool lets run.
 """
 
 from __future__ import annotations
@@ -61,6 +64,16 @@ def set_pool_limit(instance: dg.DagsterInstance, platform: PlatformSettings) -> 
     instance.event_log_storage.set_concurrency_slots(pool, cap)
     was = "no limit" if before is None else f"limit {before}"
     return f"maintenance pool {pool!r}: limit set to {cap} (max_maintenance_in_flight), was {was}"
+
+
+def ensure_pool_limit(instance: dg.DagsterInstance, platform: PlatformSettings) -> tuple[str, bool] | None:
+    """Store the cap as the pool's limit when the pool has none; when one is stored and differs, say
+    what is wrong. The message and whether it is a problem (False: the limit was just stored), or None
+    when the stored limit is the cap."""
+    if stored_pool_limit(instance, platform.maintenance_pool) is None:
+        return set_pool_limit(instance, platform), False
+    problem = pool_limit_problem(instance, platform)
+    return None if problem is None else (problem, True)
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ from icepack_dagster.defs.maintenance.batch_job import (
     plan_batches,
 )
 from icepack_dagster.defs.maintenance.job import build_maintenance_job
-from icepack_dagster.defs.maintenance_pool import pool_limit_problem
+from icepack_dagster.defs.maintenance_pool import ensure_pool_limit
 from icepack_dagster.defs.resources import icepack_of
 from icepack_dagster.defs.run_tags import PRIORITY_TAG, maintenance_tags, runs_maintaining, table_of_run
 from icepack_dagster.domain.clock import utc_now
@@ -177,9 +177,10 @@ def build_maintenance_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     def maintenance_sensor(context: dg.SensorEvaluationContext, **_direct: object) -> dg.SensorResult:
         icepack = icepack_of(context, DeploymentNames.of(platform))
         instance = context.instance
-        problem = pool_limit_problem(instance, platform)
-        if problem is not None:
-            context.log.warning(problem)
+        pool = ensure_pool_limit(instance, platform)
+        if pool is not None:
+            message, wrong = pool
+            (context.log.warning if wrong else context.log.info)(message)
         cursor = decode_cursor(MaintenanceCursor, context.cursor)
         facts = icepack.engine.facts
         after, pending, read = _read_new_health(facts, cursor, platform.health_events_per_tick)

@@ -20,6 +20,7 @@ from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
+from icepack_dagster.defs.maintenance_pool import ensure_pool_limit, pool_limit_problem, stored_pool_limit
 from icepack_dagster.defs.partitions import TABLE_PARTITIONS
 from icepack_dagster.defs.run_tags import (
     KIND_TAG,
@@ -373,3 +374,21 @@ def test_orphan_sweeps_take_only_the_slots_unhealthy_tables_leave(
         sync_all(two_slots, other)
         both = evaluate_sensor(two_slots, SENSOR, other)
         assert launched(both) == [key(namespace, "crowded"), key(namespace, "quiet")]
+
+
+def test_the_first_tick_stores_the_pools_missing_limit_and_keeps_an_operators(
+    scoped_settings: IcepackSettings, instance: dg.DagsterInstance
+) -> None:
+    """A component added to a project starts no start-up step: on a fresh instance the pool has no
+    limit, so manual and backfilled maintenance runs would not be capped until the sensor stores it.
+    A limit someone stored is theirs: the sensor keeps it (and says it differs)."""
+    defs = definitions_with(scoped_settings, max_maintenance_in_flight=3)
+    assert stored_pool_limit(instance, MAINTENANCE_POOL) is None
+    evaluate_sensor(defs, SENSOR, instance)
+    assert stored_pool_limit(instance, MAINTENANCE_POOL) == 3
+
+    instance.event_log_storage.set_concurrency_slots(MAINTENANCE_POOL, 1)
+    evaluate_sensor(defs, SENSOR, instance)
+    assert stored_pool_limit(instance, MAINTENANCE_POOL) == 1
+    platform = PlatformSettings(max_maintenance_in_flight=3)  # what definitions_with built
+    assert ensure_pool_limit(instance, platform) == (pool_limit_problem(instance, platform), True)
