@@ -62,8 +62,10 @@ def run_job(launcher: K8sRunLauncher, tags: dict[str, str]) -> dict[str, Any]:
     return kubernetes.client.ApiClient().sanitize_for_serialization(job)
 
 
-def sized(live_bytes: int, policy: SizingPolicy | None = None) -> tuple[RunSize, dict[str, str]]:
-    """A maintenance run's size and tags for a table of `live_bytes`, as the maintenance sensor makes them."""
-    status = make_status(table="lake.sales.orders", live_data_bytes=live_bytes)
+def sized(
+    live_bytes: int, policy: SizingPolicy | None = None, table: str = "lake.sales.orders"
+) -> tuple[RunSize, dict[str, str]]:
+    """A maintenance run's size and tags for `table` of `live_bytes`, as the maintenance sensor makes them."""
+    status = make_status(table=table, live_data_bytes=live_bytes)
     size = size_run(status, policy or SizingPolicy(spark_image=IMAGE))
-    return size, maintenance_tags("lake.sales.orders", 42) | sizing_tags(size)
+    return size, maintenance_tags(table, 42) | sizing_tags(size)

@@ -16,6 +16,7 @@ from dagster._core.origin import JobPythonOrigin, RepositoryPythonOrigin
 from dagster_k8s import K8sRunLauncher
 from dagster_k8s.job import get_job_name_from_run_id
 
+from icepack_dagster.defs.run_tags import PARTITION_TAG
 from icepack_dagster.domain.sizing.run_sizing import SizingPolicy
 from tests.deploy import helm_chart
 from tests.deploy.run_job import IMAGE, RELEASE, sized
@@ -38,10 +39,13 @@ class Dagster:
         assert isinstance(self.instance.run_launcher, K8sRunLauncher)
         self.launcher: K8sRunLauncher = self.instance.run_launcher
 
-    def launch_maintenance(self, live_bytes: int, policy: SizingPolicy | None = None) -> dg.DagsterRun:
-        """A maintenance run of a table of `live_bytes`, tagged as the maintenance sensor tags it,
-        from the code location the release deploys, launched as the run queue launches it."""
-        _, tags = sized(live_bytes, policy)
+    def launch_maintenance(
+        self, live_bytes: int, policy: SizingPolicy | None = None, table: str = "lake.sales.orders"
+    ) -> dg.DagsterRun:
+        """A maintenance run of `table` of `live_bytes` (its partition), tagged as the maintenance sensor
+        tags it, from the code location the release deploys, launched as the run queue launches it."""
+        _, tags = sized(live_bytes, policy, table)
+        tags = tags | {PARTITION_TAG: table}
         origin = JobPythonOrigin("maintenance", RepositoryPythonOrigin(
             executable_path=sys.executable,
             code_pointer=ModuleCodePointer("icepack_dagster.definitions", "defs", None),

@@ -91,3 +91,25 @@ ONLY_COMPACTION = {
     )
 }
 """Table properties leaving compaction as the only action, so a maintenance run stays short."""
+
+
+FAILURE_SENSOR = "maintenance_failure_sensor"
+
+
+def evaluate_failure_sensor(
+    defs: dg.Definitions, instance: dg.DagsterInstance, run_id: str
+) -> dg.SkipReason | None:
+    """The failure sensor on one failed run, as the daemon evaluates it."""
+    run = instance.get_run_by_id(run_id)
+    assert run is not None and run.status == dg.DagsterRunStatus.FAILURE
+    (failure,) = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+    event = failure.event_log_entry.dagster_event
+    assert event is not None
+    with dg.build_run_status_sensor_context(
+        sensor_name=FAILURE_SENSOR,
+        dagster_event=event,
+        dagster_instance=instance,
+        dagster_run=run,
+        resources=defs.resources,
+    ) as context:
+        return defs.resolve_sensor_def(FAILURE_SENSOR)(context)

@@ -45,6 +45,7 @@ from tests.defs.dagster_testkit import NO_ACTIONS, small_file_table
 from tests.platform.platform_testkit import (
     ONLY_COMPACTION,
     code_location_settings,
+    evaluate_failure_sensor,
     write_code_location,
     write_dagster_home,
 )
@@ -54,7 +55,6 @@ from tests.tables_testkit import arrow_fingerprint
 
 pytestmark = [pytest.mark.postgres, pytest.mark.daemon]
 
-SENSOR = "maintenance_failure_sensor"
 LOCATION = """
 from icepack_dagster.definitions import build_definitions
 
@@ -189,23 +189,6 @@ def _crashed_batch(
     return run_id, finished
 
 
-def _evaluate(defs: dg.Definitions, instance: dg.DagsterInstance, run_id: str) -> dg.SkipReason | None:
-    """The failure sensor on one failed run, as the daemon evaluates it."""
-    run = instance.get_run_by_id(run_id)
-    assert run is not None and run.status == dg.DagsterRunStatus.FAILURE
-    (failure,) = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
-    event = failure.event_log_entry.dagster_event
-    assert event is not None
-    with dg.build_run_status_sensor_context(
-        sensor_name=SENSOR,
-        dagster_event=event,
-        dagster_instance=instance,
-        dagster_run=run,
-        resources=defs.resources,
-    ) as context:
-        return defs.resolve_sensor_def(SENSOR)(context)
-
-
 def test_crashed_maintenance_runs_count_towards_quarantine(
     pg_instance: dg.DagsterInstance,
     defs: dg.Definitions,
@@ -231,19 +214,19 @@ def test_crashed_maintenance_runs_count_towards_quarantine(
         return engine.history(key, engine.policy(key, status.properties).policy)
 
     oom = _crashed_run(pg_instance, home, location, partition, whole_worker=False, log=tmp_path / "run1.log")
-    assert _evaluate(defs, pg_instance, oom) is None
+    assert evaluate_failure_sensor(defs, pg_instance, oom) is None
     crashed = history()
     assert (crashed.consecutive_failures, crashed.quarantined) == (1, False)
     assert crashed.last_error is not None and crashed.last_error.startswith(WORKER_DIED)
     assert "maintained_table" in crashed.last_error
-    again = _evaluate(defs, pg_instance, oom)  # the sensor re-evaluated on the same run
+    again = evaluate_failure_sensor(defs, pg_instance, oom)  # the sensor re-evaluated on the same run
     assert isinstance(again, dg.SkipReason) and "recorded since" in (again.skip_message or "")
     assert history().consecutive_failures == 1
 
     evicted = _crashed_run(
         pg_instance, home, location, partition, whole_worker=True, log=tmp_path / "run2.log"
     )
-    assert _evaluate(defs, pg_instance, evicted) is None
+    assert evaluate_failure_sensor(defs, pg_instance, evicted) is None
     quarantined = history()
     assert (quarantined.consecutive_failures, quarantined.quarantined) == (2, True)
     assert quarantined.last_error is not None and "run worker died" in quarantined.last_error
@@ -254,7 +237,7 @@ def test_crashed_maintenance_runs_count_towards_quarantine(
         instance=pg_instance, partition_key=partition, tags=maintenance_tags(partition), raise_on_error=False
     )
     assert not own.success
-    skipped = _evaluate(defs, pg_instance, own.run_id)
+    skipped = evaluate_failure_sensor(defs, pg_instance, own.run_id)
     # it failed in maintenance_recommendation, before maintained_table started
     assert isinstance(skipped, dg.SkipReason) and "never maintained a table" in (skipped.skip_message or "")
     assert engine.history(key).consecutive_failures == 2
@@ -290,7 +273,7 @@ def test_a_crashed_batch_run_records_a_failure_for_each_table_it_had_not_finishe
     run_id, finished = _crashed_batch(pg_instance, home, tmp_path / "crash_location.py", partitions,
                                       compacted, tmp_path / "batch.log")
     assert {idle, compacted} <= finished and waiting not in finished, finished
-    assert _evaluate(defs, pg_instance, run_id) is None
+    assert evaluate_failure_sensor(defs, pg_instance, run_id) is None
 
     engine = Engine(scoped_settings)
     histories = {p: engine.history(parse_table_key(p)) for p in partitions}
@@ -303,7 +286,7 @@ def test_a_crashed_batch_run_records_a_failure_for_each_table_it_had_not_finishe
         history = histories[partition]
         assert history.consecutive_failures == 1, partition
         assert history.last_error is not None and history.last_error.startswith(WORKER_DIED)
-    again = _evaluate(defs, pg_instance, run_id)  # the next tick sees the same run
+    again = evaluate_failure_sensor(defs, pg_instance, run_id)  # the next tick sees the same run
     assert isinstance(again, dg.SkipReason) and "recorded since" in (again.skip_message or "")
     expected = [1 if p in unfinished else 0 for p in partitions]
     assert [engine.history(parse_table_key(p)).consecutive_failures for p in partitions] == expected
