@@ -257,7 +257,9 @@ def hot_partitions(
     return keys, labels, sorted(p for p in predicates if p is not None)
 
 
-def hot_filter(predicates: list[str]) -> str | None:
+def leave_out_filter(predicates: list[str]) -> str | None:
+    """The rewrite's `where` leaving out the partitions `predicates` select (hot ones and settled ones);
+    None when none is left out."""
     return excluding(predicates) if predicates else None
 
 

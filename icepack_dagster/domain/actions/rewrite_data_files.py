@@ -30,8 +30,8 @@ from math import ceil
 from icepack_dagster.domain.actions.compaction_planner import (
     RewritePrediction,
     RewriteSizes,
-    hot_filter,
     hot_partitions,
+    leave_out_filter,
     lone_small_files,
     predict_rewrite,
     settled_partitions,
@@ -221,7 +221,7 @@ def choose_compaction(
         options.update({"delete-file-threshold": "1", "remove-dangling-deletes": "true"})
     elif ratio is not None:
         options.update({"delete-ratio-threshold": repr(ratio), "remove-dangling-deletes": "true"})
-    where = hot_filter(predicates + settled_predicates)
+    where = leave_out_filter(predicates + settled_predicates)
     if where is not None:
         options["where"] = where
     if hot_labels:

@@ -17,8 +17,8 @@ from icepack_dagster.domain.actions.compaction_planner import (
     RewritePrediction,
     RewriteSizes,
     expected_output_files,
-    hot_filter,
     hot_partitions,
+    leave_out_filter,
     lone_small_files,
     predict_rewrite,
     settled_partitions,
@@ -117,7 +117,7 @@ def test_hot_partitions_are_left_out_with_a_filter_on_the_source_column() -> Non
     )
     keys, labels, predicates = hot_partitions(found, since_ms=NOW_MS - 3600_000)
     assert labels == ["ts_day=2025-11-05"]
-    assert hot_filter(predicates) == (
+    assert leave_out_filter(predicates) == (
         "NOT ((`ts` >= TIMESTAMP '2025-11-05 00:00:00+00:00' AND "
         "`ts` < TIMESTAMP '2025-11-06 00:00:00+00:00'))"
     )
@@ -137,7 +137,7 @@ def test_small_files_a_rewrite_would_write_back_as_many_are_settled_and_left_out
     )
     keys, labels, predicates = settled_partitions(found, SIZES, leave_out=frozenset())
     assert labels == ["ts_day=2025-11-01"] and keys == {(1, (NOV_1,))}
-    assert hot_filter(predicates) == (
+    assert leave_out_filter(predicates) == (
         "NOT ((`ts` >= TIMESTAMP '2025-11-01 00:00:00+00:00' AND "
         "`ts` < TIMESTAMP '2025-11-02 00:00:00+00:00'))"
     )
