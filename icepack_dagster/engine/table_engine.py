@@ -203,7 +203,7 @@ class Engine:
             return None
         day = (now or utc_now()).astimezone(UTC).date()
         midnight = datetime.combine(day, time(), tzinfo=UTC)
-        rewritten = self.history_store.fleet_bytes_rewritten(midnight)
+        rewritten = self.history_store.fleet_bytes_rewritten(midnight, list(self.settings.catalogs))
         return RewriteBudget(limit_bytes=limit, rewritten_bytes=rewritten, day=day)
 
     def breaker_pauses(

@@ -104,12 +104,15 @@ def _recent_rewrites(connection: Connection, tables: list[str] | None) -> dict[s
     return found
 
 
-def fleet_bytes_rewritten(connection: Connection, since: datetime) -> int:
-    """The bytes every table's rewrites read since `since` (the fleet's daily budget; releases do not
-    reset it)."""
+def fleet_bytes_rewritten(connection: Connection, since: datetime, catalogs: Sequence[str]) -> int:
+    """The bytes the rewrites of every table of `catalogs` read since `since` (a deployment's daily
+    budget; releases do not reset it). Another deployment sharing the state database keeps its own
+    catalogs' rewrites: they never count against this one's budget."""
     p = action_predictions.c
     query = select(func.sum(p.done_bytes_in)).where(
-        p.action.in_([a.value for a in REWRITES]), p.finished_at >= since
+        p.action.in_([a.value for a in REWRITES]),
+        p.finished_at >= since,
+        or_(*(p.table_key.startswith(f"{catalog}.", autoescape=True) for catalog in catalogs)),
     )
     return int(connection.execute(query).scalar() or 0)
 

@@ -10,7 +10,7 @@ across tables the accuracy `icepack accuracy` shows.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy import case, delete, func, insert, select
@@ -174,10 +174,10 @@ class HistoryStore:
         with self._engine.connect() as connection:
             return fleet_histories(connection, quarantine_after)
 
-    def fleet_bytes_rewritten(self, since: datetime) -> int:
-        """The bytes all tables' rewrites read since `since` (the fleet's daily budget)."""
+    def fleet_bytes_rewritten(self, since: datetime, catalogs: Sequence[str]) -> int:
+        """The bytes the rewrites of `catalogs`' tables read since `since` (a deployment's daily budget)."""
         with self._engine.connect() as connection:
-            return fleet_bytes_rewritten(connection, since)
+            return fleet_bytes_rewritten(connection, since, catalogs)
 
     def accuracy(self, table: str | None = None) -> tuple[PredictionAccuracy, ...]:
         """Planned against done files and bytes, per action, over every recorded prediction of the

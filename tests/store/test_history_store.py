@@ -223,9 +223,13 @@ def test_the_fleet_s_rewritten_bytes_sum_every_table_since_a_moment_and_ignore_r
     tables = [f"lake.ns.{request.node.callspec.id}_fleet_{i}" for i in range(2)]
     now = datetime.now(UTC)
     midnight = now - timedelta(hours=2)
-    before = store.fleet_bytes_rewritten(midnight)
+    before = store.fleet_bytes_rewritten(midnight, ["lake"])
+    elsewhere = store.fleet_bytes_rewritten(midnight, ["south"])
+    south = f"south.ns.{request.node.callspec.id}_fleet"  # a table of another deployment's catalog
+    store.record(_judged(south, "succeeded", now, 4, done=9))
     store.record(_judged(tables[0], "succeeded", midnight - timedelta(hours=1), 1, done=7))  # the day before
     store.record(_judged(tables[0], "succeeded", now - timedelta(hours=1), 2, done=20))
     store.record(_judged(tables[1], "succeeded", now - timedelta(minutes=30), 3, done=30))
     store.release(tables[1], now - timedelta(minutes=10))
-    assert store.fleet_bytes_rewritten(midnight) - before == 5000
+    assert store.fleet_bytes_rewritten(midnight, ["lake"]) - before == 5000
+    assert store.fleet_bytes_rewritten(midnight, ["south"]) - elsewhere > 0
