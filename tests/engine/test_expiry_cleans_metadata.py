@@ -22,6 +22,7 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.store.history_store import HistoryStore
 from tests.compaction_testkit import daily_table, insert_days
+from tests.engine.safety_testkit import wait_past_newest_snapshot
 from tests.tables_testkit import contents_by_version
 
 pytestmark = pytest.mark.spark
@@ -37,7 +38,7 @@ def engine(settings: IcepackSettings, catalogs: CatalogSet, spark, tmp_path: Pat
 
 @pytest.mark.parametrize("clean", [True, False])
 def test_expiry_by_policy_removes_partition_specs_no_snapshot_uses(
-    spark: SparkSession, engine: Engine, namespace: str, clean: bool
+    spark: SparkSession, engine: Engine, catalogs: CatalogSet, namespace: str, clean: bool
 ) -> None:
     key = daily_table(spark, namespace, f"evolved_{clean}", days=2, files_per_day=3, earlier_spec_files=3)
     q = qualified_table("lake", key)
@@ -51,6 +52,7 @@ def test_expiry_by_policy_removes_partition_specs_no_snapshot_uses(
     insert_days(spark, q, 10_000, 2, 2)  # a commit after it: no manifest of the month spec is left
     contents = contents_by_version(spark, key)
     assert engine.status(key).partition_spec_count == 2
+    wait_past_newest_snapshot(catalogs, key)  # expiry's cutoff is whole seconds: every older snapshot is due
 
     recommendation = engine.recommend(key)
     [expiry] = [a for a in recommendation.actions if a.action is EXPIRE]
