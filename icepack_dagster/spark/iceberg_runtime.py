@@ -7,7 +7,10 @@ the server's JVM, and `SHOW TBLPROPERTIES ... ('format-version')` is Iceberg's t
 Neither starts a Spark job: the probe selects from an inline `VALUES` row, which Spark evaluates on the
 driver (a `SELECT` without `FROM` scans a one-row RDD, a job that waits for a free task slot on a busy
 cluster), and `SHOW TBLPROPERTIES` is a command. So asking costs a round trip, never a task, and the
-first job of a table's maintenance is its first action's."""
+first job of a table's maintenance is its first action's. The format version's question is also the
+runner's check that Spark can open the table (`table_probe`), and on Spark Connect its rows come with
+`sql()`'s answer: one round trip per table for both. The runtime cannot change while a Spark
+application runs, so a shared session asks it once (`spark/table_sessions.py`)."""
 
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ from typing import TYPE_CHECKING
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
-from icepack_dagster.domain.sql.procedures import qualified_table
+from icepack_dagster.domain.sql.procedures import table_probe
 from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.spark.session import statement_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,10 +40,8 @@ def iceberg_runtime(session: SparkSession) -> str | None:
 
 
 def table_format_version(session: SparkSession, catalog: str, key: TableKey) -> int | None:
-    """The table's format version as the session's Iceberg reads it; None when it does not say."""
-    try:
-        rows = session.sql(f"SHOW TBLPROPERTIES {qualified_table(catalog, key)} ('format-version')").collect()
-    except (PySparkException, Py4JJavaError):
-        return None
+    """The table's format version as the session's Iceberg reads it; None when it does not say. Raises
+    Spark's error when the session cannot open the table (TABLE_OR_VIEW_NOT_FOUND: it does not exist)."""
+    rows = statement_rows(session, session.sql(table_probe(catalog, key)))
     value = str(rows[0]["value"]) if rows else ""
     return int(value) if value.isdecimal() else None

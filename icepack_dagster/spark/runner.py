@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
@@ -33,13 +33,13 @@ from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.action_outcome import compare
 from icepack_dagster.domain.outcomes.commit_invariants import CommitCheck
 from icepack_dagster.domain.recommendation.model import RecommendedAction
-from icepack_dagster.domain.sql.procedures import SESSION_SETUP, existence_probe
+from icepack_dagster.domain.sql.procedures import SESSION_SETUP
 from icepack_dagster.domain.sql.spark_overrides import resolve_overrides
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import IcepackError, MaintenanceError, TableNotFoundError
 from icepack_dagster.spark.failures import error_class, failure_hint, is_conflict, spark_error_message
-from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, table_format_version
+from icepack_dagster.spark.iceberg_runtime import table_format_version
 from icepack_dagster.spark.prepared_actions import (
     PreparedAction,
     prepare_actions,
@@ -47,12 +47,12 @@ from icepack_dagster.spark.prepared_actions import (
     runtime_gate,
 )
 from icepack_dagster.spark.progress import REPORT_INTERVAL_SECONDS, ProgressSink, reported_progress
-from icepack_dagster.spark.session import is_connect_session
+from icepack_dagster.spark.session import statement_rows
 from icepack_dagster.spark.status_meter import StatusMeter, StatusReader, measured
 from icepack_dagster.spark.table_sessions import TableSessions
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 __all__ = ["MaintenanceRunner", "spark_error_message"]
 
@@ -114,9 +114,8 @@ class MaintenanceRunner:
         if self._sessions is None:
             raise MaintenanceError(f"table {key.text}: this runner has no Spark session (dry runs only)")
         with self._sessions.session_for(self._catalog, _override_keys(key, properties or {})) as session:
-            self._check_exists(key, session)
-            runtime = iceberg_runtime(session)
-            format_version = table_format_version(session, self._catalog, key)
+            format_version = self._format_version(key, session)
+            runtime = self._sessions.iceberg_runtime(session)
             plans = [runtime_gate(key, plan, runtime, format_version) for plan in plans]
             plans = [refused_by_session(key, session, plan) for plan in plans]
             for plan in plans:
@@ -168,12 +167,13 @@ class MaintenanceRunner:
         progress(f"table {key.text}: {plan.action} {result.status} in {result.duration_seconds:.1f} s{ended}")
         return result
 
-    def _check_exists(self, key: TableKey, session: SparkSession) -> None:
-        """Refuse a table Spark cannot open, before any action."""
+    def _format_version(self, key: TableKey, session: SparkSession) -> int | None:
+        """Refuse a table Spark cannot open, before any action; else its format version as the
+        session's Iceberg reads it (`spark/iceberg_runtime.py`: one question for both)."""
         try:
             # Not `session.table()`: it parses the name under the thread's active session, which still
             # substitutes `${...}`, so it could check another table than the one the CALL addresses.
-            session.sql(existence_probe(self._catalog, key))
+            return table_format_version(session, self._catalog, key)
         except (PySparkException, Py4JJavaError) as error:
             if isinstance(error, AnalysisException) and error_class(error) == "TABLE_OR_VIEW_NOT_FOUND":
                 message = f"table {key.text} does not exist in catalog {self._catalog!r}"
@@ -188,7 +188,8 @@ class MaintenanceRunner:
             for statement in settings:  # SETs run when sent; collecting one would be one more round trip
                 if statement not in SESSION_SETUP:  # every table session ran these when it was opened
                     session.sql(statement)
-            impact = definition(plan.action).read_outcome(_rows(session, session.sql(call)), plan.options)
+            rows = statement_rows(session, session.sql(call))
+            impact = definition(plan.action).read_outcome(rows, plan.options)
         except (PySparkException, Py4JJavaError) as error:
             hint, cause = failure_hint(error), spark_error_message(error)
             if is_conflict(error):  # the other writer's commit stands; ours is retried at a quieter time
@@ -246,16 +247,6 @@ def _verified(
     if problem is None:
         return result
     return result.model_copy(update={"status": "no_effect", "reason": f"no effect: {problem}"})
-
-
-def _rows(session: SparkSession, result: DataFrame) -> list[dict[str, Any]]:
-    """A procedure's result rows: on Spark Connect the rows `sql()` already brought back
-    (`spark/connect.py`), else collected from the driver."""
-    if is_connect_session(session):
-        from icepack_dagster.spark.connect import command_rows  # loads the Connect client: sc:// only
-
-        return command_rows(result)  # type: ignore[arg-type]
-    return [row.asDict() for row in result.collect()]
 
 
 def _override_keys(key: TableKey, properties: Mapping[str, str]) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ import logging
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from icepack_dagster.config.catalogs import (
     POSTGRES_JDBC_JAR,
@@ -26,7 +26,7 @@ from icepack_dagster.exceptions import MissingComponentError
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_AWS_BUNDLE, ICEBERG_SPARK_RUNTIME, cached_jar
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 SPARK_REDACTION_REGEX = "(?i)secret|password|token|credential|access[.]key"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -75,6 +75,16 @@ def is_connect_session(spark: SparkSession) -> bool:
     pyspark's Connect module is imported, so a classic process never loads the Connect client for this."""
     connect = sys.modules.get("pyspark.sql.connect.session")
     return connect is not None and isinstance(spark, connect.SparkSession)
+
+
+def statement_rows(session: SparkSession, result: DataFrame) -> list[dict[str, Any]]:
+    """A statement's result rows: on Spark Connect the rows `sql()` already brought back for a command
+    (`spark/connect.py`: no second round trip), else collected from the driver."""
+    if is_connect_session(session):
+        from icepack_dagster.spark.connect import command_rows  # loads the Connect client: sc:// only
+
+        return command_rows(result)  # type: ignore[arg-type]
+    return [row.asDict() for row in result.collect()]
 
 
 def runtime_conf(settings: IcepackSettings) -> dict[str, str]:

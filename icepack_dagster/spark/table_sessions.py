@@ -26,6 +26,7 @@ from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP
+from icepack_dagster.spark.iceberg_runtime import iceberg_runtime
 from icepack_dagster.spark.session import is_connect_session
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ class _Kept:
         self.session = session
         self.baseline: dict[str, str | None] = {}
         self.catalogs: set[str] = set()
+        self.runtime: str | None = None
 
     def remember(self, overrides: Collection[str]) -> None:
         """Read the starting value of each key a table is about to override, the first time one does:
@@ -102,6 +104,18 @@ class TableSessions:
                 _close(session, {catalog})
             elif self._local.discarded or not _restored(kept, overrides):
                 self._drop(kept)
+
+    def iceberg_runtime(self, session: SparkSession) -> str | None:
+        """The Iceberg runtime of the Spark behind `session` (`spark/iceberg_runtime.py`). A shared
+        session asks once and keeps the answer for its later tables, since a Spark application's
+        classpath cannot change while it runs; a fresh session, or one whose question went unanswered,
+        asks."""
+        kept: _Kept | None = getattr(self._local, "kept", None) if self._sharing else None
+        if kept is None or kept.session is not session:
+            return iceberg_runtime(session)
+        if kept.runtime is None:
+            kept.runtime = iceberg_runtime(session)
+        return kept.runtime
 
     def discard(self) -> None:
         """The current table's session saw a failure: do not reuse it."""

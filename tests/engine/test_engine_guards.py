@@ -20,7 +20,7 @@ from icepack_dagster.cli.presentation import format_report
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.recommendation.recommender import gc_disabled_reason
-from icepack_dagster.domain.sql.procedures import SESSION_SETUP, existence_probe, qualified_table
+from icepack_dagster.domain.sql.procedures import SESSION_SETUP, qualified_table, table_probe
 from icepack_dagster.engine import TABLE_GONE, Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.spark.iceberg_runtime import RUNTIME_PROBE
@@ -149,7 +149,7 @@ def test_the_real_run_executes_exactly_what_the_dry_run_listed(
     # the session setup runs once, when the table's session opens: the actions' own copies of it are
     # listed (they say what the session holds) but not sent again
     sent = [statement for statement in listed if statement not in SESSION_SETUP]
-    probes = [existence_probe("lake", key), RUNTIME_PROBE, f"SHOW TBLPROPERTIES {q} ('format-version')"]
+    probes = [table_probe("lake", key), RUNTIME_PROBE]  # the table (and its format version), the runtime
     assert executed == [*SESSION_SETUP, *probes, *sent]
     assert listed.count(SESSION_SETUP[0]) == len(every)
     assert "SET spark.sql.shuffle.partitions=3" in listed

@@ -6,7 +6,8 @@ as usual. Identifiers with quotes, backticks, semicolons, dots, spaces, Spark va
 unicode address exactly their own table. Override keys and values that try to break out of a `SET`
 are refused. Spark is handed a thin recording wrapper around the real session, and every statement it
 ever receives is `SET <allowlisted key>=<validated value>`, a `CALL` of the expected shape on the
-expected table, or the runner's read-only existence probe of that table. (The probe is SQL rather than
+expected table, the runner's read-only probe of that table (it exists; its format version) or of
+the session's Iceberg runtime. (The probe is SQL rather than
 `session.table()` because the fuzzer found that `table()` still substitutes `${...}` in the name.)
 """
 
@@ -25,10 +26,10 @@ from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.policy.layering import PROPERTY_NAMES
 from icepack_dagster.domain.sql.procedures import (
-    existence_probe,
     qualified_table,
     quote_identifier,
     sql_string,
+    table_probe,
 )
 from icepack_dagster.domain.sql.spark_overrides import ALLOWED, SQL_PROPERTY_PREFIX, validate_override
 from icepack_dagster.domain.table.key import TableKey
@@ -52,11 +53,10 @@ FUZZ = settings(max_examples=12, deadline=None, derandomize=True, suppress_healt
 
 def assert_only_allowed_sql(executed: list[str], keys: list[TableKey]) -> None:
     """Every statement is the session setup, an allowlisted SET with a canonical value, a CALL of a
-    known procedure on one of `keys`, the runner's read-only existence probe of one of `keys`, or its
-    read-only probes of the session's Iceberg runtime and of the format version of one of `keys`."""
+    known procedure on one of `keys`, the runner's read-only probe of one of `keys` (it exists; its
+    format version), or its read-only probe of the session's Iceberg runtime."""
     literals = {sql_string(quote_identifier("lake", *key.identifier)) for key in keys}
-    probes = {existence_probe("lake", key) for key in keys} | {RUNTIME_PROBE}
-    probes |= {f"SHOW TBLPROPERTIES {qualified_table('lake', key)} ('format-version')" for key in keys}
+    probes = {table_probe("lake", key) for key in keys} | {RUNTIME_PROBE}
     for statement in executed:
         if statement == "SET spark.sql.variable.substitute=false" or statement in probes:
             continue

@@ -8,7 +8,8 @@ no JDBC connection to a PostgreSQL catalog stays open. Real tables keep their co
 
 Threads asking for their first session at once look the process's Spark session up one at a time
 (the first starts it: never two applications), and Spark is started only for a table that needs it:
-tables with nothing to do, maintained by two threads inside `shared()` as a batch run does, never ask."""
+tables with nothing to do, maintained by two threads inside `shared()` as a batch run does, never ask.
+A shared session asks its Spark's Iceberg runtime once for all its tables; a fresh session asks."""
 
 from __future__ import annotations
 
@@ -26,9 +27,12 @@ from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.spark.iceberg_runtime import RUNTIME_PROBE
+from icepack_dagster.spark.jvm_artifacts import ICEBERG_SPARK_RUNTIME
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.table_sessions import TableSessions
 from tests.defs.dagster_testkit import NO_ACTIONS, small_file_table
+from tests.engine.safety_testkit import RecordingSpark
 from tests.factories import make_action
 from tests.postgres_testkit import jdbc_connections
 from tests.tables_testkit import arrow_fingerprint, table_fingerprint
@@ -68,6 +72,20 @@ def test_a_thread_keeps_its_session_and_each_table_leaves_it_as_found(spark: Spa
     with sessions.shared(), sessions.session_for("lake", ()) as next_run:
         assert next_run is not after_discard  # closed when the last shared() ended: never handed out again
         assert next_run.sql("SELECT 1").collect()[0][0] == 1
+
+
+def test_a_shared_session_asks_its_iceberg_runtime_once(spark: SparkSession) -> None:
+    asked: list[str] = []
+    sessions = TableSessions(lambda: RecordingSpark(spark, asked))
+    runtimes = []
+    with sessions.session_for("lake", ()) as alone:
+        runtimes.append(sessions.iceberg_runtime(alone))
+    with sessions.shared():
+        for _ in range(3):
+            with sessions.session_for("lake", ()) as shared:
+                runtimes.append(sessions.iceberg_runtime(shared))
+    assert runtimes == [ICEBERG_SPARK_RUNTIME.version] * 4
+    assert asked.count(RUNTIME_PROBE) == 2  # the fresh session's, and the shared one's for its 3 tables
 
 
 def _session_of(sessions: TableSessions) -> SparkSession:

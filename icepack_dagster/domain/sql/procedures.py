@@ -45,10 +45,10 @@ def qualified_table(catalog: str, key: TableKey) -> str:
     return quote_identifier(spark_catalog_name(catalog), *key.identifier)
 
 
-def existence_probe(catalog: str, key: TableKey) -> str:
-    """A read-only statement that fails with TABLE_OR_VIEW_NOT_FOUND unless the table exists; Spark
-    analyses it without running a job."""
-    return f"SELECT * FROM {qualified_table(catalog, key)} LIMIT 0"
+def table_probe(catalog: str, key: TableKey) -> str:
+    """A read-only command that fails with TABLE_OR_VIEW_NOT_FOUND unless the table exists and answers
+    its format version as the session's Iceberg reads it (one round trip, no Spark job)."""
+    return f"SHOW TBLPROPERTIES {qualified_table(catalog, key)} ('format-version')"
 
 
 def render_call(catalog: str, key: TableKey, action: MaintenanceAction, options: Mapping[str, str]) -> str:
