@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.planners.compaction import RewritePrediction
 from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.actions.runtime_requirements import left_out_options, runtime_refusal
 from icepack_dagster.domain.recommendation.model import RecommendedAction

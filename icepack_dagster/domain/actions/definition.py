@@ -3,10 +3,11 @@ those refused by name, how it is planned and what it predicts, the guards that r
 output is read and compared with the prediction, when it is swept for, and the Iceberg runtime it
 needs.
 
-`registry.py` lists one `ActionDefinition` per action. Recommendation, SQL rendering, the runner,
-outcome comparison, the engine and the Dagster layer read these fields and never branch on a
-particular action, so adding an action is its module, its name in `MaintenanceAction`, its registry
-line and its tests (`tests/domain/actions/test_action_registry.py` holds the package to that).
+`registry.py` loads one `ActionDefinition` per action listed in `MaintenanceAction`. Recommendation,
+SQL rendering, the runner, outcome comparison, the engine and the Dagster layer read these fields and
+never branch on a particular action, so adding an action is its module, its line in
+`MaintenanceAction` and its tests (`tests/domain/actions/test_action_registry.py` holds the package to
+that).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
-from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import ActionImpact, MaintenanceAction
 from icepack_dagster.domain.actions.option_values import Validator
+from icepack_dagster.domain.actions.planners.compaction import RewritePrediction
 from icepack_dagster.domain.outcomes.commit_invariants import CommitRules
 from icepack_dagster.domain.policy.model import Policy
 from icepack_dagster.domain.table.key import TableKey
