@@ -32,6 +32,7 @@ from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.spark.progress import reported_progress
 from icepack_dagster.spark.runner import MaintenanceRunner
 from tests.factories import make_action
+from tests.polling import wait_until
 from tests.tables_testkit import local, make_table, table_fingerprint, table_key
 
 pytestmark = pytest.mark.spark
@@ -162,7 +163,7 @@ def test_an_action_ended_before_the_first_poll_is_told_in_its_result_line_only(s
         pass
     with reported_progress(spark, "slow", "table t: running slow", lines.append, interval=0.1) as slow:
         spark.range(0, 1000, 1, 2).count()
-        time.sleep(0.3)  # past the first poll (0.1 s)
+        wait_until(lambda: "table t: running slow" in lines, "the first poll (0.1 s)", 60, 0.05)
 
     with pytest.raises(RuntimeError), reported_progress(spark, "boom", "table t: running boom", lines.append):
         raise RuntimeError("the action broke before the first poll")  # no result line will follow
