@@ -80,6 +80,20 @@ def append_rows(catalogs: CatalogSet, key: TableKey, start: int, end: int, parti
     catalogs.get(key.catalog).load_table(key.identifier).append(rows(start, end, partitions))
 
 
+def spark_table_with_refs(spark: Any, namespace: str, name: str, version: int) -> TableKey:
+    """Table `name` in the one-level `namespace` of the embedded catalog, created by Spark at format
+    `version`: three commits of ten rows (ids 0..29, one file each), a tag `before` and a branch `audit`
+    (for tests whose table must be written by Spark, as format v3 ones are: PyIceberg writes v1 and v2)."""
+    key = table_key(namespace, name)
+    q = qualified_table("lake", key)
+    spark.sql(f"CREATE TABLE {q} (id bigint) USING iceberg TBLPROPERTIES ('format-version'='{version}')")
+    for batch in range(3):
+        spark.sql(f"INSERT INTO {q} SELECT id FROM range({batch * 10}, {batch * 10 + 10}, 1, 1)")
+    spark.sql(f"ALTER TABLE {q} CREATE TAG before")
+    spark.sql(f"ALTER TABLE {q} CREATE BRANCH audit")
+    return key
+
+
 def local(path: str) -> Path:
     """The local path of a `file:` URI (or of a plain path) as Iceberg metadata records it."""
     return Path(path.removeprefix("file:").removeprefix("//"))

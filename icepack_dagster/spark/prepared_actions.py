@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.actions.planners.compaction import RewritePrediction
+from icepack_dagster.domain.actions.readable_types import unreadable_type_refusal
 from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.actions.runtime_requirements import left_out_options, runtime_refusal
 from icepack_dagster.domain.recommendation.model import RecommendedAction
@@ -103,3 +104,18 @@ def runtime_gate(
     options = {name: value for name, value in plan.options.items() if name not in left_out}
     call = render_call(catalog, key, plan.action, options)
     return replace(plan, statements=(*plan.statements[:-1], call), options=options)
+
+
+def type_gate(
+    key: TableKey,
+    plan: PreparedAction,
+    schema_types: Mapping[str, str],
+    spark: str | None,
+    runtime: str | None,
+) -> PreparedAction:
+    """Refuse an action on a table whose schema holds a type this Spark cannot read
+    (`domain/actions/readable_types.py`): Spark cannot even open such a table."""
+    if plan.error is not None:
+        return plan
+    refusal = unreadable_type_refusal(key.text, plan.action, schema_types, spark, runtime)
+    return plan if refusal is None else replace(plan, statements=(), runtime_refusal=refusal)

@@ -30,7 +30,6 @@ from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.sql.procedures import qualified_table
-from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import SparkConnectUnavailableError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
@@ -42,7 +41,7 @@ from tests import tiers
 from tests.engine.safety_testkit import age_files, files_under, table_dir
 from tests.factories import make_action
 from tests.network import free_port
-from tests.tables_testkit import contents_by_version
+from tests.tables_testkit import contents_by_version, spark_table_with_refs
 
 pytestmark = [pytest.mark.spark, pytest.mark.jvm_servers]
 
@@ -65,17 +64,6 @@ def old_spark(settings: IcepackSettings, tmp_path_factory: pytest.TempPathFactor
         pytest.fail(f"{error}:\n{log.read_text(errors='replace')[-3000:]}")
 
 
-def small_files_table(spark: SparkSession, namespace: str, name: str, version: int) -> TableKey:
-    key = TableKey(catalog="lake", namespace=(namespace,), name=name)
-    q = qualified_table("lake", key)
-    spark.sql(f"CREATE TABLE {q} (id bigint) USING iceberg TBLPROPERTIES ('format-version'='{version}')")
-    for batch in range(3):
-        spark.sql(f"INSERT INTO {q} SELECT id FROM range({batch * 10}, {batch * 10 + 10}, 1, 1)")
-    spark.sql(f"ALTER TABLE {q} CREATE TAG before")
-    spark.sql(f"ALTER TABLE {q} CREATE BRANCH audit")
-    return key
-
-
 def test_the_probe_tells_each_spark_its_iceberg_runtime(spark: SparkSession, old_spark: SparkSession) -> None:
     assert iceberg_runtime(spark) == ICEBERG_SPARK_RUNTIME.version
     assert iceberg_runtime(old_spark) == "1.8.1"
@@ -84,7 +72,7 @@ def test_the_probe_tells_each_spark_its_iceberg_runtime(spark: SparkSession, old
 def test_asking_the_runtime_and_the_format_version_starts_no_spark_job(
     spark: SparkSession, namespace: str
 ) -> None:
-    key = small_files_table(spark, namespace, "asked", 3)
+    key = spark_table_with_refs(spark, namespace, "asked", 3)
     context, group = spark.sparkContext, "runtime-gate-questions"
 
     def ask() -> tuple[str | None, int | None]:  # in a thread of its own, whose job group dies with it
@@ -100,8 +88,8 @@ def test_asking_the_runtime_and_the_format_version_starts_no_spark_job(
 def test_an_old_runtime_is_refused_on_a_v3_table_and_for_options_it_lacks(
     spark: SparkSession, old_spark: SparkSession, namespace: str, tmp_path: Path
 ) -> None:
-    v3 = small_files_table(spark, namespace, "v3", 3)
-    v2 = small_files_table(spark, namespace, "v2", 2)
+    v3 = spark_table_with_refs(spark, namespace, "v3", 3)
+    v2 = spark_table_with_refs(spark, namespace, "v2", 2)
     contents = {key: contents_by_version(spark, key) for key in (v3, v2)}
     runner = MaintenanceRunner(old_spark, "lake")
     compaction = make_action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})
@@ -137,7 +125,7 @@ def test_an_old_runtime_is_refused_on_a_v3_table_and_for_options_it_lacks(
 def test_stream_results_is_left_out_on_an_old_runtime_and_the_removal_stays_exact(
     spark: SparkSession, old_spark: SparkSession, catalogs: CatalogSet, namespace: str
 ) -> None:
-    key = small_files_table(spark, namespace, "orphans_on_old", 2)
+    key = spark_table_with_refs(spark, namespace, "orphans_on_old", 2)
     root = table_dir(catalogs, key)
     planted = {root / "data" / f"stray-{n}.parquet" for n in range(3)}
     for path in planted:
