@@ -4,7 +4,8 @@ PyIceberg does not write format v3 metadata) is refused before any statement on 
 table, the column and type, the Spark and its runtime; the status read by PyIceberg says which types the
 schema holds. Nothing changes: the same metadata file, snapshots, branch and tag, and the same rows read
 by PyIceberg (Spark cannot read the table). A table with an `unknown` column, which Spark reads, is
-compacted as usual with its contents unchanged on main, branch and tag.
+compacted as usual with its contents unchanged on main, branch and tag. A `variant` column, which
+PyIceberg 0.12 has no model of, stops the status read itself with an error naming the table and the type.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.exceptions import MetadataReadError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_SPARK_RUNTIME
@@ -39,7 +41,10 @@ def v3_table_with_column(spark: SparkSession, namespace: str, name: str, new_typ
     qualified = qualified_table("lake", key)
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified)
     types = jvm.org.apache.iceberg.types.Types
-    column = types.TimestampNanoType.withoutZone() if new_type == "timestamp_ns" else types.UnknownType.get()
+    column = {
+        "timestamp_ns": types.TimestampNanoType.withoutZone, "variant": types.VariantType.get,
+        "unknown": types.UnknownType.get,
+    }[new_type]()
     table.updateSchema().addColumn("x", column).commit()
     return key
 
@@ -88,3 +93,17 @@ def test_a_table_with_a_type_spark_reads_is_maintained(
     assert result.impact.procedure_output["rewritten_data_files_count"] == 3
     after = contents_by_version(spark, key)
     assert {version: after[version] for version in contents} == contents
+
+
+def test_a_variant_column_stops_the_status_read_with_the_table_and_the_type(
+    spark: SparkSession, catalogs: CatalogSet, namespace: str
+) -> None:
+    key = v3_table_with_column(spark, namespace, "variants", "variant")
+
+    with pytest.raises(MetadataReadError) as raised:
+        collect_status(catalogs.get("lake"), key, HealthThresholds(), datetime.now(UTC))
+
+    assert str(raised.value).startswith(
+        f"table {key.text}: its schema holds type variant, which this PyIceberg cannot read, so icepack "
+        "can neither measure nor maintain the table; nothing was changed."
+    )
