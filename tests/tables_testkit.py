@@ -94,6 +94,23 @@ def spark_table_with_refs(spark: Any, namespace: str, name: str, version: int) -
     return key
 
 
+def v3_table_with_column(spark: Any, namespace: str, name: str, new_type: str) -> TableKey:
+    """A format v3 table of three commits, a tag and a branch, to which Iceberg's Java API (the runtime
+    in this JVM) then adds column `x` of type `new_type` (timestamp_ns, variant or unknown): PyIceberg
+    does not write format v3 metadata."""
+    key = spark_table_with_refs(spark, namespace, name, 3)
+    jvm: Any = spark._jvm
+    qualified = qualified_table("lake", key)
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified)
+    types = jvm.org.apache.iceberg.types.Types
+    column = {
+        "timestamp_ns": types.TimestampNanoType.withoutZone, "variant": types.VariantType.get,
+        "unknown": types.UnknownType.get,
+    }[new_type]()
+    table.updateSchema().addColumn("x", column).commit()
+    return key
+
+
 def local(path: str) -> Path:
     """The local path of a `file:` URI (or of a plain path) as Iceberg metadata records it."""
     return Path(path.removeprefix("file:").removeprefix("//"))

@@ -11,42 +11,23 @@ PyIceberg 0.12 has no model of, stops the status read itself with an error namin
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.health.thresholds import HealthThresholds
-from icepack_dagster.domain.sql.procedures import qualified_table
-from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import MetadataReadError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_SPARK_RUNTIME
 from icepack_dagster.spark.runner import MaintenanceRunner
 from tests.factories import make_action
-from tests.tables_testkit import arrow_fingerprint, contents_by_version, spark_table_with_refs
+from tests.tables_testkit import arrow_fingerprint, contents_by_version, v3_table_with_column
 
 pytestmark = [pytest.mark.spark]
 
 A = MaintenanceAction
-
-
-def v3_table_with_column(spark: SparkSession, namespace: str, name: str, new_type: str) -> TableKey:
-    """A format v3 table of three commits, a tag and a branch, to which Iceberg's Java API (the runtime
-    in this JVM) then adds column `x` of `Types.<new_type>`."""
-    key = spark_table_with_refs(spark, namespace, name, 3)
-    jvm: Any = spark._jvm
-    qualified = qualified_table("lake", key)
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified)
-    types = jvm.org.apache.iceberg.types.Types
-    column = {
-        "timestamp_ns": types.TimestampNanoType.withoutZone, "variant": types.VariantType.get,
-        "unknown": types.UnknownType.get,
-    }[new_type]()
-    table.updateSchema().addColumn("x", column).commit()
-    return key
 
 
 def test_a_table_with_a_type_spark_cannot_read_is_refused_and_untouched(
