@@ -4,13 +4,13 @@ runtime and the minimum, and leaves the table untouched.
 
 A real Spark Connect server runs Iceberg 1.8.1 (from Maven Central, pinned in jvm_artifacts and fetched
 by `icepack jars fetch --test-server`), beside the suite's classic session on the pinned runtime: the
-probe tells them apart, and neither it nor the format version read starts a Spark job (a maintenance's
-first job is its first action's, and a busy cluster's task slots never delay the gate); on the old
-server an action on a format v3 table is refused and an option
-1.8.1 lacks (`clean_expired_metadata`) is refused, while a compaction of a v2 table runs; an option
-that only changes how an action works (orphan removal's `stream_results`, 1.11.0) is left out of the
-CALL on the old server, and the removal deletes exactly the planted orphans. Contents are unchanged on
-main, branch and tag.
+probe tells them apart (each also says its Spark's version: over Connect, the server's), and neither it
+nor the format version read starts a Spark job (a maintenance's first job is its first action's, and a
+busy cluster's task slots never delay the gate); on the old server an action on a format v3 table is
+refused and an option 1.8.1 lacks (`clean_expired_metadata`) is refused, while a compaction of a v2
+table runs; an option that only changes how an action works (orphan removal's `stream_results`, 1.11.0)
+is left out of the CALL on the old server, and the removal deletes exactly the planted orphans. Contents
+are unchanged on main, branch and tag.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
@@ -33,7 +34,7 @@ from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.exceptions import SparkConnectUnavailableError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
-from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, table_format_version
+from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, spark_version, table_format_version
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_SPARK_RUNTIME, OLD_ICEBERG_SPARK_RUNTIME, cached_jar
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session
@@ -67,6 +68,7 @@ def old_spark(settings: IcepackSettings, tmp_path_factory: pytest.TempPathFactor
 def test_the_probe_tells_each_spark_its_iceberg_runtime(spark: SparkSession, old_spark: SparkSession) -> None:
     assert iceberg_runtime(spark) == ICEBERG_SPARK_RUNTIME.version
     assert iceberg_runtime(old_spark) == "1.8.1"
+    assert spark_version(old_spark) == spark_version(spark) == pyspark.__version__
 
 
 def test_asking_the_runtime_and_the_format_version_starts_no_spark_job(
