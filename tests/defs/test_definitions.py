@@ -37,7 +37,7 @@ def test_definitions_load_and_validate(settings: IcepackSettings, platform: Plat
     assert {s.name for s in defs.sensors} == {
         "iceberg_table_discovery",
         "maintenance_sensor",
-        "fleet_refresh_sensor",
+        "fleet_automation_sensor",
         "post_maintenance_health_sensor",
         "maintenance_failure_sensor",
         "alert_sensor",
@@ -158,7 +158,7 @@ DEFAULT_DEPLOYMENT_NAMES = {
         "rollback_job", "housekeeping",
     },
     "sensors": {
-        "iceberg_table_discovery", "maintenance_sensor", "fleet_refresh_sensor",
+        "iceberg_table_discovery", "maintenance_sensor", "fleet_automation_sensor",
         "post_maintenance_health_sensor", "maintenance_failure_sensor", "alert_sensor",
     },
     "schedules": {"health_sync_schedule", "housekeeping_schedule"},
