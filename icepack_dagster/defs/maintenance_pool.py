@@ -7,9 +7,10 @@ maintenance run of the deployment is queued. It is stored, only where the pool h
 - when the code location loads icepack's definitions (`store_at_load`, called by `IcepackComponent`),
   in the instance `DAGSTER_HOME` configures: the code servers `dagster dev`, `dg dev` and a daemon
   start inherit it, so a component added to a project caps manual runs and backfills before any
-  sensor ticks. A process with no instance config there (DAGSTER_HOME unset, or a code server pod
-  whose instance is configured elsewhere, as in the Helm chart) logs why and stores nothing: opening
-  the instance would make a local SQLite one, not the instance that dequeues runs;
+  sensor ticks (run and step workers, which reconstruct the loaded definitions, skip it). A process
+  with no instance config there (DAGSTER_HOME unset, or a code server pod whose instance is configured
+  elsewhere, as in the Helm chart) logs why and stores nothing: opening the instance would make a local
+  SQLite one, not the instance that dequeues runs;
 - by the start-up step (`python -m icepack_dagster.defs.maintenance_pool` in `scripts/demo`, or
   `dagster instance concurrency set` in the Helm release's hook, docs/OPERATIONS.md), before the daemon;
 - by the maintenance sensor at its first tick (`ensure_pool_limit`), wherever neither ran.
@@ -17,16 +18,20 @@ The pool is the deployment's own, so a missing limit is never a choice someone m
 that differs from the cap (`max_maintenance_in_flight`) is an operator's and is kept; the sensor says so
 at each tick, as it then submits more, or fewer, runs than the pool lets run.
 """
+
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import dagster as dg
 
+# Whether Dagster is reconstructing definitions it loaded before (in a run or step worker) or loading
+# them (a code server, `dg check defs`): no public API says which.
+from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
+
 from icepack_dagster.config.platform import PlatformSettings
-from icepack_dagster.config.settings import load_settings
+from icepack_dagster.config.settings import dagster_home, load_settings
 
 logger = logging.getLogger(__name__)
 
@@ -85,14 +90,19 @@ def ensure_pool_limit(instance: dg.DagsterInstance, platform: PlatformSettings) 
 def store_at_load(platform: PlatformSettings) -> None:
     """Store the pool's limit, when the pool has none, in the instance this process's DAGSTER_HOME
     configures, or say that a stored one disagrees with the cap; otherwise log why not. Never raises:
-    loading the definitions must not depend on it."""
+    loading the definitions must not depend on it. Not in a run or step worker, which reconstructs the
+    definitions a code server loaded (so stored it): opening an instance there would add a few tenths of
+    a second to every run process."""
+    reconstructing = DefinitionsLoadType.RECONSTRUCTION
+    if DefinitionsLoadContext.is_set() and DefinitionsLoadContext.get().load_type is reconstructing:
+        return
     pool = platform.maintenance_pool
     later = (
         f"the maintenance pool {pool!r} gets its limit from the maintenance sensor's first tick or from "
         "`python -m icepack_dagster.defs.maintenance_pool`; until then maintenance runs launched by hand "
         "or by a backfill are not capped"
     )
-    home = os.environ.get("DAGSTER_HOME")  # Dagster's own variable, read as DagsterInstance.get() reads it
+    home = dagster_home()
     if not home:
         logger.warning(f"icepack: no Dagster instance reachable while loading (DAGSTER_HOME unset): {later}")
         return
