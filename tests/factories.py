@@ -9,8 +9,8 @@ from typing import Any
 
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.planners.compaction import RewritePrediction
 from icepack_dagster.domain.health.model import HealthIssue, HealthState, Severity, TableHealth
 from icepack_dagster.domain.recommendation.model import Recommendation, RecommendedAction
 from icepack_dagster.domain.table.statistics_freshness import RegisteredStatistics, StatisticsFreshness

@@ -117,7 +117,7 @@ class MaintenanceRunner:
             self._check_exists(key, session)
             runtime = iceberg_runtime(session)
             format_version = table_format_version(session, self._catalog, key)
-            plans = [runtime_gate(key, plan, runtime, format_version) for plan in plans]
+            plans = [runtime_gate(self._catalog, key, plan, runtime, format_version) for plan in plans]
             plans = [refused_by_session(key, session, plan) for plan in plans]
             for plan in plans:
                 results.append(self._one(key, plan, results, session, meter, progress, commit_check))

@@ -21,8 +21,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.domain.actions.compaction_planner import OTHER_SPECS, RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.planners.compaction import OTHER_SPECS, RewritePrediction
 from icepack_dagster.domain.health.judging import FINE_PARTITIONING
 from icepack_dagster.domain.health.model import HealthState
 from icepack_dagster.domain.sql.procedures import qualified_table

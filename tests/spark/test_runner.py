@@ -32,6 +32,7 @@ from icepack_dagster.iceberg.status_reader import collect_status
 from icepack_dagster.spark.progress import reported_progress
 from icepack_dagster.spark.runner import MaintenanceRunner
 from tests.factories import make_action
+from tests.polling import wait_until
 from tests.tables_testkit import local, make_table, table_fingerprint, table_key
 
 pytestmark = pytest.mark.spark
@@ -45,7 +46,7 @@ MOR = {
     "write.delete.granularity": "partition",
 }
 FIVE_DAYS_AGO = time.time() - 5 * 24 * 3600
-YESTERDAY_BUT_ONE_HOUR = (datetime.now(UTC) - timedelta(hours=23)).isoformat()
+TWELVE_HOURS_AGO = (datetime.now(UTC) - timedelta(hours=12)).isoformat()  # under 24 h all suite long
 PROGRESS = re.compile(
     r"Spark application (?P<app>\S+): jobs (?P<jobs_done>\d+)/(?P<jobs>\d+) done, "
     r"stages (?P<stages_done>\d+)/(?P<stages>\d+)(?: \(\d+ skipped\))?, "
@@ -162,7 +163,7 @@ def test_an_action_ended_before_the_first_poll_is_told_in_its_result_line_only(s
         pass
     with reported_progress(spark, "slow", "table t: running slow", lines.append, interval=0.1) as slow:
         spark.range(0, 1000, 1, 2).count()
-        time.sleep(0.3)  # past the first poll (0.1 s)
+        wait_until(lambda: "table t: running slow" in lines, "the first poll (0.1 s)", 60, 0.05)
 
     with pytest.raises(RuntimeError), reported_progress(spark, "boom", "table t: running boom", lines.append):
         raise RuntimeError("the action broke before the first poll")  # no result line will follow
@@ -269,7 +270,7 @@ def test_remove_orphan_files_removes_only_old_unreferenced_files(
     ("properties", "first", "expected"),
     [
         ({"gc.enabled": "false"}, make_action(A.EXPIRE_SNAPSHOTS, retain_last="1"), "gc.enabled"),
-        ({}, make_action(A.REMOVE_ORPHAN_FILES, older_than=YESTERDAY_BUT_ONE_HOUR), "24 hours"),
+        ({}, make_action(A.REMOVE_ORPHAN_FILES, older_than=TWELVE_HOURS_AGO), "24 hours"),
         ({"icepack.spark.sql.shuffle.partitions": "4; DROP x"}, make_action(A.REWRITE_DATA_FILES), "shuffle"),
         ({"icepack.spark.sql.warehouse.dir": "/tmp"}, make_action(A.REWRITE_DATA_FILES), "allowlisted"),
     ],

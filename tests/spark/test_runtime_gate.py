@@ -7,15 +7,17 @@ by `icepack jars fetch --test-server`), beside the suite's classic session on th
 probe tells them apart, and neither it nor the format version read starts a Spark job (a maintenance's
 first job is its first action's, and a busy cluster's task slots never delay the gate); on the old
 server an action on a format v3 table is refused and an option
-1.8.1 lacks (`clean_expired_metadata`) is refused, while a compaction of a v2 table runs. Contents are
-unchanged on main, branch and tag.
+1.8.1 lacks (`clean_expired_metadata`) is refused, while a compaction of a v2 table runs; an option
+that only changes how an action works (orphan removal's `stream_results`, 1.11.0) is left out of the
+CALL on the old server, and the removal deletes exactly the planted orphans. Contents are unchanged on
+main, branch and tag.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -30,12 +32,14 @@ from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import SparkConnectUnavailableError
+from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
 from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, table_format_version
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_SPARK_RUNTIME, OLD_ICEBERG_SPARK_RUNTIME, cached_jar
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session
 from tests import tiers
+from tests.engine.safety_testkit import age_files, files_under, table_dir
 from tests.factories import make_action
 from tests.network import free_port
 from tests.tables_testkit import contents_by_version
@@ -128,3 +132,26 @@ def test_an_old_runtime_is_refused_on_a_v3_table_and_for_options_it_lacks(
         assert {v: after[v] for v in before} == before
     [[files]] = spark.sql(f"SELECT count(*) FROM {qualified_table('lake', v3)}.files").collect()
     assert files == 3  # nothing ran on the v3 table
+
+
+def test_stream_results_is_left_out_on_an_old_runtime_and_the_removal_stays_exact(
+    spark: SparkSession, old_spark: SparkSession, catalogs: CatalogSet, namespace: str
+) -> None:
+    key = small_files_table(spark, namespace, "orphans_on_old", 2)
+    root = table_dir(catalogs, key)
+    planted = {root / "data" / f"stray-{n}.parquet" for n in range(3)}
+    for path in planted:
+        path.write_bytes(b"PAR1")
+    age_files(root)
+    every_file, before = files_under(root), contents_by_version(spark, key)
+    three_days_ago = (datetime.now(UTC) - timedelta(days=3)).isoformat()
+    removal = make_action(A.REMOVE_ORPHAN_FILES, older_than=three_days_ago, stream_results="true")
+
+    [result] = MaintenanceRunner(old_spark, "lake").run(key, [removal])
+
+    assert result.status == "succeeded", result.error or result.reason
+    call = result.statements[-1]
+    assert "stream_results" not in call and "older_than => TIMESTAMP" in call
+    assert result.impact.orphan_files_removed == len(planted)
+    assert files_under(root) == every_file - planted
+    assert contents_by_version(spark, key) == before

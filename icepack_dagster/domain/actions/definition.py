@@ -3,10 +3,11 @@ those refused by name, how it is planned and what it predicts, the guards that r
 output is read and compared with the prediction, when it is swept for, and the Iceberg runtime it
 needs.
 
-`registry.py` lists one `ActionDefinition` per action. Recommendation, SQL rendering, the runner,
-outcome comparison, the engine and the Dagster layer read these fields and never branch on a
-particular action, so adding an action is its module, its name in `MaintenanceAction`, its registry
-line and its tests (`tests/domain/actions/test_action_registry.py` holds the package to that).
+`registry.py` loads one `ActionDefinition` per action listed in `MaintenanceAction`. Recommendation,
+SQL rendering, the runner, outcome comparison, the engine and the Dagster layer read these fields and
+never branch on a particular action, so adding an action is its module, its line in
+`MaintenanceAction` and its tests (`tests/domain/actions/test_action_registry.py` holds the package to
+that).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
-from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import ActionImpact, MaintenanceAction
 from icepack_dagster.domain.actions.option_values import Validator
+from icepack_dagster.domain.actions.planners.compaction import RewritePrediction
 from icepack_dagster.domain.outcomes.commit_invariants import CommitRules
 from icepack_dagster.domain.policy.model import Policy
 from icepack_dagster.domain.table.key import TableKey
@@ -36,12 +37,14 @@ as a string literal, a `TIMESTAMP` literal, or as its canonical text (numbers, b
 class ProcedureOption:
     """One option a procedure accepts: its validator (parses the value and prints it back from its
     type), where it goes in the CALL, and the oldest Iceberg runtime that accepts it (None: any runtime
-    that has the procedure)."""
+    that has the procedure). An option that changes only how the procedure works, never what it does
+    (`left_out_below_runtime`), is left out of the CALL on an older runtime instead of refusing it."""
 
     validate: Validator
     rendering: Rendering = "plain"
     min_runtime: IcebergVersion | None = None
     verify: Verifier | None = None
+    left_out_below_runtime: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,8 @@ class ActionDefinition:
     - `deletes_unreferenced_files`: it deletes files no metadata references, so it runs only where the
       table's location listing can be trusted, and what it left is reported after it.
     - `object_store_options`: options it takes when the table lives on an object store.
+    - `removal_options`: options it takes given how many files the engine's listing before it predicts
+      it deletes (orphan removal streams a large removal's results).
     - `expires_snapshots`: its snapshots before and after count as snapshots expired.
     - `min_runtime`: the oldest Iceberg runtime that has the procedure (None: any icepack runs on).
     - `verify`: what the table's metadata after a run must show; a run it does not verify is
@@ -178,6 +183,7 @@ class ActionDefinition:
     refused_session_settings: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     deletes_unreferenced_files: bool = False
     object_store_options: Mapping[str, str] = field(default_factory=dict)
+    removal_options: Callable[[int], Mapping[str, str]] | None = None
     expires_snapshots: bool = False
     min_runtime: IcebergVersion | None = None
     verify: Verifier | None = None

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.definition import (
     ActionDefinition,
     ActionEstimate,
@@ -27,6 +26,7 @@ from icepack_dagster.domain.actions.option_values import (
     parse_timestamp,
     timestamp,
 )
+from icepack_dagster.domain.actions.planners.compaction import RewritePrediction
 from icepack_dagster.domain.health.judging import format_hours
 from icepack_dagster.domain.outcomes.commit_invariants import EXPIRY_RULES
 from icepack_dagster.domain.policy.model import Policy

@@ -1,5 +1,6 @@
-"""Maintenance actions: their names, their canonical order, and what running one reports. What each
-action is (options, plan, guards, outcome) is its own module's; `registry.py` lists them."""
+"""Maintenance actions: the list of them in their canonical order, and what running one reports.
+What each action is (options, plan, guards, outcome) is its own module's, named as its value;
+`registry.py` loads them in this order."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ class MaintenanceAction(StrEnum):
     """The actions, each one Iceberg Spark procedure. Declaration order is execution order: rewrite
     data first (it also drops applied deletes), then deletes, then manifests, then compute statistics
     for the snapshot the rewrites leave (expiry and orphan removal never move it), then expire what the
-    rewrites replaced, and only then look for orphans. Each name is its module's in this
-    package, listed in the same order by `registry.py`."""
+    rewrites replaced, and only then look for orphans. This is the registry's list: each value
+    names its module in this package, whose `DEFINITION` `registry.py` loads, so a new action is its
+    module and one line here."""
 
     REWRITE_DATA_FILES = "rewrite_data_files"
     REWRITE_POSITION_DELETE_FILES = "rewrite_position_delete_files"

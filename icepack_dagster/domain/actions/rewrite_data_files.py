@@ -1,6 +1,6 @@
 """`rewrite_data_files`: compaction of small data files, and applying delete files to the data they
 delete from. Its options, its plan (from the table's partition layout, Iceberg's own grouping predicted
-by `compaction_planner`; without a layout, whole-table estimates) and how its output is counted.
+by `planners/compaction.py`; without a layout, whole-table estimates) and how its output is counted.
 
 - Sizes are passed explicitly (target, and min/max file size equal to the thresholds status counted
   with), so Iceberg picks exactly the files the prediction counts.
@@ -18,7 +18,7 @@ by `compaction_planner`; without a layout, whole-table estimates) and how its ou
   delete the policy's share of rows (`delete-ratio-threshold`): a vector deleting a row or two is
   cheaper to keep than its data file is to rewrite.
 - `max-files-to-rewrite` (the policy's per-run budget) bounds one run's work; files in are then the
-  budget and the prediction inexact (`compaction_planner.within_budget`).
+  budget and the prediction inexact (`planners.compaction.within_budget`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from math import ceil
 
-from icepack_dagster.domain.actions.compaction_planner import (
+from icepack_dagster.domain.actions.definition import (
+    ActionDefinition,
+    ActionEstimate,
+    Gain,
+    PlanningContext,
+    ProcedureOption,
+)
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.option_values import REWRITE_OPTIONS, boolean, int_between, one_of, ratio
+from icepack_dagster.domain.actions.planners.compaction import (
     RewritePrediction,
     RewriteSizes,
     hot_partitions,
@@ -38,15 +47,6 @@ from icepack_dagster.domain.actions.compaction_planner import (
     smallest_mergeable_group,
     within_budget,
 )
-from icepack_dagster.domain.actions.definition import (
-    ActionDefinition,
-    ActionEstimate,
-    Gain,
-    PlanningContext,
-    ProcedureOption,
-)
-from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
-from icepack_dagster.domain.actions.option_values import REWRITE_OPTIONS, boolean, int_between, one_of, ratio
 from icepack_dagster.domain.health.judging import FINE_PARTITIONING, SMALL_FILES, format_bytes
 from icepack_dagster.domain.outcomes.commit_invariants import rewrite_rules
 from icepack_dagster.domain.policy.model import Policy

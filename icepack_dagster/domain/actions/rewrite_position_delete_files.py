@@ -1,6 +1,7 @@
 """`rewrite_position_delete_files`: merging small position delete files. Its options (the rewrite options
 without partial progress, which would hide a failed commit), its plan (which position delete files
-Iceberg will rewrite, per partition, as `position_delete_planner` predicts) and how its output is counted.
+Iceberg will rewrite, per partition, as `planners/position_deletes.py` predicts) and how its output is
+counted.
 
 - Sizes are passed explicitly (the delete target, `write.delete.target-file-size-bytes` as Iceberg
   reads it, and Iceberg's default ratios of it), so Iceberg picks the files the prediction counts.
@@ -33,12 +34,6 @@ from __future__ import annotations
 from math import ceil
 from typing import Any
 
-from icepack_dagster.domain.actions.compaction_planner import (
-    GroupPrediction,
-    RewritePrediction,
-    RewriteSizes,
-    partition_label,
-)
 from icepack_dagster.domain.actions.definition import (
     ActionDefinition,
     ActionEstimate,
@@ -49,7 +44,13 @@ from icepack_dagster.domain.actions.definition import (
 )
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.actions.option_values import REWRITE_OPTIONS
-from icepack_dagster.domain.actions.position_delete_planner import (
+from icepack_dagster.domain.actions.planners.compaction import (
+    GroupPrediction,
+    RewritePrediction,
+    RewriteSizes,
+    partition_label,
+)
+from icepack_dagster.domain.actions.planners.position_deletes import (
     coerced_partition,
     delete_rewrite_sizes,
     predict_position_delete_rewrite,

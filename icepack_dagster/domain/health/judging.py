@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from icepack_dagster.domain.actions.compaction_planner import lone_small_files
+from icepack_dagster.domain.actions.planners.compaction import lone_small_files
 from icepack_dagster.domain.health.model import HealthIssue, HealthState, Severity, TableHealth
 from icepack_dagster.domain.health.stale_statistics import STALE_STATISTICS, stale_statistics
 from icepack_dagster.domain.health.thresholds import HealthThresholds

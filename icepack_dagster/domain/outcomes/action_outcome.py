@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.planners.compaction import RewritePrediction
 from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.outcomes.prediction import ActionFigures, PredictedActual
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.planners.compaction import RewritePrediction
 from icepack_dagster.domain.frozen_model import FrozenModel
 
 

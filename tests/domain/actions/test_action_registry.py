@@ -1,11 +1,11 @@
-"""Contract: a maintenance action is one module of `domain/actions/` plus its line in the registry (and its
-name in `MaintenanceAction`). The registry lists every action once, in execution order; each action's
-module provides every piece of what the action is (`ActionDefinition`); no module outside
-`domain/actions/` names a particular action (`MaintenanceAction.<NAME>` or the action's name as a
-string), and an action's module names no action but its own. The checker proves itself on planted
-violations, and adding one more action to a copy of the package (a new module, one enum line, one
-registry line, nothing else) makes recommendation, options, rendering, guards and the runner's plans
-take it up."""
+"""Contract: a maintenance action is one module of `domain/actions/` plus its line in the registry's
+list, `MaintenanceAction` (the module is named as the value). The registry loads every action once, in
+execution order, and refuses a listed action without its module, naming both; each action's module
+provides every piece of what the action is (`ActionDefinition`); no module outside `domain/actions/`
+names a particular action (`MaintenanceAction.<NAME>` or the action's name as a string), and an action's
+module names no action but its own. The checker proves itself on planted violations, and adding one
+more action to a copy of the package (a new module and one line in `MaintenanceAction`, nothing else)
+makes recommendation, options, rendering, guards and the runner's plans take it up."""
 
 from __future__ import annotations
 
@@ -159,7 +159,7 @@ print([s.reason.split(':')[0] for s in later.skipped if s.action is new])
 '''
 
 
-def test_a_new_action_is_one_module_and_one_registry_line(tmp_path: Path) -> None:
+def test_a_new_action_is_one_module_and_its_line_in_the_list(tmp_path: Path) -> None:
     copy = tmp_path / "icepack_dagster"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     actions = copy / "domain" / "actions"
@@ -168,11 +168,6 @@ def test_a_new_action_is_one_module_and_one_registry_line(tmp_path: Path) -> Non
     last = '    REMOVE_ORPHAN_FILES = "remove_orphan_files"\n'
     new_name = '    PLANTED_ACTION = "planted_action"\n'
     names.write_text(names.read_text().replace(last, last + new_name))
-    listed = actions / "registry.py"
-    imported = "    remove_orphan_files,\n"
-    text = listed.read_text().replace(imported, f"    planted_action,\n{imported}", 1)
-    end = "    remove_orphan_files.DEFINITION,\n"
-    listed.write_text(text.replace(end, end + "    planted_action.DEFINITION,\n"))
     changed = [
         p.relative_to(copy).as_posix() for p in sorted(copy.rglob("*.py"))
         if not (PACKAGE / p.relative_to(copy)).exists()
@@ -180,7 +175,6 @@ def test_a_new_action_is_one_module_and_one_registry_line(tmp_path: Path) -> Non
     ]
     assert changed == [
         f"{ACTIONS_FOLDER}maintenance_action.py", f"{ACTIONS_FOLDER}planted_action.py",
-        f"{ACTIONS_FOLDER}registry.py",
     ]
     repo = PACKAGE.parent
     ran = subprocess.run(
@@ -194,3 +188,18 @@ def test_a_new_action_is_one_module_and_one_registry_line(tmp_path: Path) -> Non
     assert disabled == "['disabled by policy (icepack.action.planted_action.enabled=false)']"
     assert cadence == "['cadence not elapsed']"
     assert named_actions(copy) == []
+
+
+def test_a_listed_action_without_its_module_fails_the_import_naming_both(tmp_path: Path) -> None:
+    copy = tmp_path / "icepack_dagster"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    names = copy / "domain" / "actions" / "maintenance_action.py"
+    last = '    REMOVE_ORPHAN_FILES = "remove_orphan_files"\n'
+    names.write_text(names.read_text().replace(last, last + '    PLANTED_ACTION = "planted_action"\n'))
+    ran = subprocess.run(
+        [sys.executable, "-c", "import icepack_dagster.domain.actions.registry"],
+        cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=120,
+    )
+    assert ran.returncode != 0
+    needs = "maintenance action 'planted_action' needs module icepack_dagster.domain.actions.planted_action"
+    assert needs in ran.stderr

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from icepack_dagster.domain.actions.compaction_planner import (
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.planners.compaction import (
     OTHER_SPECS,
     RewritePrediction,
     RewriteSizes,
@@ -24,8 +25,7 @@ from icepack_dagster.domain.actions.compaction_planner import (
     settled_partitions,
     smallest_mergeable_group,
 )
-from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
-from icepack_dagster.domain.actions.position_delete_planner import (
+from icepack_dagster.domain.actions.planners.position_deletes import (
     delete_rewrite_sizes,
     predict_position_delete_rewrite,
 )

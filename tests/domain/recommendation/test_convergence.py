@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from icepack_dagster.domain.actions.compaction_planner import partition_label
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
+from icepack_dagster.domain.actions.planners.compaction import partition_label
 from icepack_dagster.domain.health.judging import assess_health
 from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.domain.outcomes.history import TableHistory

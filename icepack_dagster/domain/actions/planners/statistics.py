@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from icepack_dagster.domain.actions.compaction_planner import RewritePrediction
 from icepack_dagster.domain.actions.definition import ActionEstimate, PlanningContext
 from icepack_dagster.domain.actions.maintenance_action import ActionImpact
+from icepack_dagster.domain.actions.planners.compaction import RewritePrediction
 from icepack_dagster.domain.outcomes.commit_invariants import CommitRules, FileSets, SnapshotFacts, TableFacts
 from icepack_dagster.domain.table.statistics_freshness import RegisteredStatistics, StatisticsFreshness
 from icepack_dagster.domain.table.status import TableStatus

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from icepack_dagster.domain.actions.compaction_planner import (
+from icepack_dagster.domain.actions.planners.compaction import (
     GroupPrediction,
     RewritePrediction,
     RewriteSizes,
