@@ -71,9 +71,13 @@ class Platform:
         settings: dict[str, Any],
         queue_interval_seconds: int | None = None,
         more_locations: tuple[str, ...] = (),
+        icepack_module: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         """`more_locations`: Python modules loaded as code locations beside icepack's, each named as its
-        module (a baseline job for comparison, for instance)."""
+        module (a baseline job for comparison, for instance); `icepack_module`: a module loaded as
+        icepack's location instead of `icepack_dagster.definitions` (a variant of its definitions);
+        `env`: more environment variables for every process of the deployment."""
         shutil.rmtree(root, ignore_errors=True)
         self.root = root
         self.home = root / "dagster_home"
@@ -84,6 +88,8 @@ class Platform:
         (self.home / "dagster.yaml").write_text(yaml.safe_dump(instance_config))
         self.workspace = root / "workspace.yaml"
         workspace = yaml.safe_load((REPO / "workspace.yaml").read_text())
+        if icepack_module is not None:
+            workspace["load_from"][0]["python_module"]["module_name"] = icepack_module
         for module in more_locations:
             workspace["load_from"].append({"python_module": {"module_name": module, "location_name": module}})
         self.workspace.write_text(yaml.safe_dump(workspace))
@@ -95,7 +101,7 @@ class Platform:
             "DAGSTER_HOME": str(self.home),
             "ICEPACK_CONFIG": str(config),
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        }
+        } | (env or {})
         self.log = root / "daemon.log"
         self._daemon: subprocess.Popen[bytes] | None = None
         self._instance: dg.DagsterInstance | None = None
@@ -138,6 +144,18 @@ class Platform:
             self._instance.dispose()
             self._instance = None
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user and system) so far of the daemon, the processes it started that still live
+        (its code servers) and every process those reaped (ended run processes and their steps)."""
+        assert self._daemon is not None, "start() the daemon first"
+        daemon = psutil.Process(self._daemon.pid)
+        total = 0.0
+        for process in [daemon, *daemon.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                times = process.cpu_times()
+                total += times.user + times.system + times.children_user + times.children_system
+        return total
+
     def launch(
         self,
         job: str,
@@ -164,15 +182,16 @@ class Platform:
             raise RuntimeError(f"expected one new run after dagster job launch, found {len(new)}")
         return new[0]
 
-    def schedule(self, action: str, name: str, location: str | None = None) -> None:
-        """`dagster schedule start|stop <name>`: the daemon ticks a running schedule on its cron."""
-        args = [DAGSTER, "schedule", action, name, "-w", str(self.workspace)]
+    def schedule(self, action: str, name: str, location: str | None = None, kind: str = "schedule") -> None:
+        """`dagster schedule start|stop <name>`: the daemon ticks a running schedule on its cron (with
+        `kind="sensor"`, `dagster sensor start|stop <name>`)."""
+        args = [DAGSTER, kind, action, name, "-w", str(self.workspace)]
         if location:
             args += ["-l", location]
         done = subprocess.run(args, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             output = done.stdout[-2000:] + done.stderr[-2000:]
-            raise RuntimeError(f"dagster schedule {action} {name} failed:\n{output}")
+            raise RuntimeError(f"dagster {kind} {action} {name} failed:\n{output}")
 
     def wait(self, run_ids: list[str], timeout: float) -> list[RunTimes]:
         """Poll until every run finished (or fail naming the ones that did not)."""

@@ -21,7 +21,7 @@ from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.defs.alerts.alert_sensor import build_alert_sensor
 from icepack_dagster.defs.asset_keys import DeploymentNames, with_ownership
 from icepack_dagster.defs.discovery.discovery_sensor import build_discovery_sensor
-from icepack_dagster.defs.fleet.fleet_sensor import build_fleet_sensor
+from icepack_dagster.defs.fleet.fleet_automation import build_fleet_automation_sensor
 from icepack_dagster.defs.fleet.fleet_summary import build_fleet_summary
 from icepack_dagster.defs.fleet.job import build_fleet_summary_job
 from icepack_dagster.defs.health_sync.freshness import with_health_freshness
@@ -87,7 +87,7 @@ def build_definitions(settings: IcepackSettings | None = None) -> dg.Definitions
         sensors=[
             build_discovery_sensor(platform),
             build_maintenance_sensor(platform),
-            build_fleet_sensor(platform),
+            build_fleet_automation_sensor(platform),
             build_post_maintenance_sensor(platform),
             build_maintenance_failure_sensor(platform),
             build_alert_sensor(platform),

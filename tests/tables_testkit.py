@@ -80,6 +80,37 @@ def append_rows(catalogs: CatalogSet, key: TableKey, start: int, end: int, parti
     catalogs.get(key.catalog).load_table(key.identifier).append(rows(start, end, partitions))
 
 
+def spark_table_with_refs(spark: Any, namespace: str, name: str, version: int) -> TableKey:
+    """Table `name` in the one-level `namespace` of the embedded catalog, created by Spark at format
+    `version`: three commits of ten rows (ids 0..29, one file each), a tag `before` and a branch `audit`
+    (for tests whose table must be written by Spark, as format v3 ones are: PyIceberg writes v1 and v2)."""
+    key = table_key(namespace, name)
+    q = qualified_table("lake", key)
+    spark.sql(f"CREATE TABLE {q} (id bigint) USING iceberg TBLPROPERTIES ('format-version'='{version}')")
+    for batch in range(3):
+        spark.sql(f"INSERT INTO {q} SELECT id FROM range({batch * 10}, {batch * 10 + 10}, 1, 1)")
+    spark.sql(f"ALTER TABLE {q} CREATE TAG before")
+    spark.sql(f"ALTER TABLE {q} CREATE BRANCH audit")
+    return key
+
+
+def v3_table_with_column(spark: Any, namespace: str, name: str, new_type: str) -> TableKey:
+    """A format v3 table of three commits, a tag and a branch, to which Iceberg's Java API (the runtime
+    in this JVM) then adds column `x` of type `new_type` (timestamp_ns, variant or unknown): PyIceberg
+    does not write format v3 metadata."""
+    key = spark_table_with_refs(spark, namespace, name, 3)
+    jvm: Any = spark._jvm
+    qualified = qualified_table("lake", key)
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified)
+    types = jvm.org.apache.iceberg.types.Types
+    column = {
+        "timestamp_ns": types.TimestampNanoType.withoutZone, "variant": types.VariantType.get,
+        "unknown": types.UnknownType.get,
+    }[new_type]()
+    table.updateSchema().addColumn("x", column).commit()
+    return key
+
+
 def local(path: str) -> Path:
     """The local path of a `file:` URI (or of a plain path) as Iceberg metadata records it."""
     return Path(path.removeprefix("file:").removeprefix("//"))

@@ -31,6 +31,7 @@ from icepack_dagster.component.secret_attributes import (
 from icepack_dagster.config.platform import DEPLOYMENT_NAME_PATTERN
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.maintenance_pool import store_at_load
 from icepack_dagster.exceptions import ConfigurationError
 
 # Attributes that may hold a secret (resolved from '{{ env.VARIABLE }}') stay out of the component's repr.
@@ -186,7 +187,11 @@ class IcepackComponent(dg.Component, dg.Model, dg.Resolvable):
             ) from None
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
-        defs = build_definitions(self.settings())
+        """The deployment's definitions; first, the maintenance pool's limit stored in the instance when
+        it has none (`defs/maintenance_pool.py`), so no maintenance run can leave the queue uncapped."""
+        settings = self.settings()
+        store_at_load(settings.platform)
+        defs = build_definitions(settings)
         if self.group is None and self.owners is None:
             return defs
         return defs.map_asset_specs(func=self._presented)

@@ -177,9 +177,15 @@ def _field_name(location: tuple[int | str, ...]) -> str:
 
 
 def java_home() -> str | None:
-    """`JAVA_HOME`, the one variable read outside the `ICEPACK_` prefix: Spark's launcher reads it too,
-    and the check that a JVM exists must look where Spark will."""
+    """`JAVA_HOME`, read outside the `ICEPACK_` prefix: Spark's launcher reads it too, and the check that
+    a JVM exists must look where Spark will."""
     return os.environ.get("JAVA_HOME")
+
+
+def dagster_home() -> str | None:
+    """`DAGSTER_HOME`, read outside the `ICEPACK_` prefix: `DagsterInstance.get()` reads it too, and the
+    check that it holds an instance config must look where Dagster will."""
+    return os.environ.get("DAGSTER_HOME")
 
 
 def child_environment(without_prefixes: tuple[str, ...]) -> dict[str, str]:

@@ -10,6 +10,7 @@ action actually runs (not for dry runs).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from icepack_dagster.domain.actions.maintenance_action import (
     ActionStatus,
     MaintenanceAction,
 )
+from icepack_dagster.domain.actions.option_values import parse_timestamp
 from icepack_dagster.domain.actions.registry import definition
 from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.health.model import TableHealth
@@ -40,7 +42,7 @@ from icepack_dagster.exceptions import (
     TableLeaseHeldError,
     TableNotFoundError,
 )
-from icepack_dagster.iceberg.unreferenced_files import orphan_removal_refusals
+from icepack_dagster.iceberg.unreferenced_files import files_removed_since, orphan_removal_check
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -50,6 +52,9 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 TABLE_GONE = "table no longer exists"
 _MAX_ERROR = 1000  # an error quoting a hostile 100 KB property value stays readable in history and UI
+Predicted = frozenset[tuple[str, str, str]]
+"""The files the listing before orphan removal found it would delete (`removable_before`)."""
+logger = logging.getLogger(__name__)
 
 
 class MaintenanceServices(Protocol):
@@ -167,12 +172,12 @@ def _run(
         for s in recommendation.skipped
         if only is None or s.action in only
     ]
-    chosen, refused = _checked_listing(services, key, chosen, status.location)
+    chosen, refused, predicted = _checked_listing(services, key, chosen, status.location)
     results: list[ActionResult] = [*refused]
     if chosen:
         runner = MaintenanceRunner(None, key.catalog, sessions=None if dry_run else services.table_sessions)
         verifier = CommitVerifier(lambda: services.open_table(key), key, chosen)
-        results += runner.run(
+        ran = runner.run(
             key,
             chosen,
             status.properties,
@@ -182,6 +187,7 @@ def _run(
             status_planned_on=status,
             commit_check=None if dry_run else verifier,
         )
+        results += _counted_removals(services, key, ran, predicted)
     ordered = sorted([*results, *skipped], key=lambda r: ACTION_ORDER.index(r.action))
     report = MaintenanceReport(
         table=key.text,
@@ -197,18 +203,25 @@ def _run(
 
 def _checked_listing(
     services: MaintenanceServices, key: TableKey, chosen: list[RecommendedAction], location: str
-) -> tuple[list[RecommendedAction], list[ActionResult]]:
+) -> tuple[list[RecommendedAction], list[ActionResult], Predicted | None]:
     """An action that deletes unreferenced files (orphan removal) runs only where the listing of the
     table's location can be trusted (`domain/table/unreferenced_files.py`): otherwise it fails here,
-    unrun. On an object store each action gets its module's object-store options (orphan removal lists
-    by prefix through the table's own FileIO)."""
-    if not any(definition(a.action).deletes_unreferenced_files for a in chosen):
-        return chosen, []
+    unrun. The same listing predicts the files it deletes, which choose its module's removal options
+    (a large removal streams its results) and count what it removed when its output cannot
+    (`_counted_removals`). On an object store each action gets its module's object-store options
+    (orphan removal lists by prefix through the table's own FileIO)."""
+    removing = next((a for a in chosen if definition(a.action).deletes_unreferenced_files), None)
+    if removing is None:
+        return chosen, [], None
     unreadable: MetadataReadError | None = None
     try:
-        refusals = orphan_removal_refusals(services.open_table(key), key)
+        cutoff = parse_timestamp(removing.options["older_than"]) if "older_than" in removing.options else None
+    except ValueError:  # the action's guard refuses it, naming the option
+        cutoff = None
+    try:
+        refusals, predicted = orphan_removal_check(services.open_table(key), key, cutoff)
     except MetadataReadError as error:  # the check cannot run: the action cannot either
-        refusals, unreadable = [], error
+        refusals, predicted, unreadable = [], frozenset(), error
     kept: list[RecommendedAction] = []
     refused: list[ActionResult] = []
     for recommended in chosen:
@@ -221,12 +234,36 @@ def _checked_listing(
                 action=recommended.action, status="failed", statements=(), duration_seconds=0, error=message
             )
             refused.append(failed)
-        elif spec.object_store_options and on_object_store(location):
-            options = {**recommended.options, **spec.object_store_options}
-            kept.append(recommended.model_copy(update={"options": options}))
-        else:
-            kept.append(recommended)
-    return kept, refused
+            continue
+        options = dict(recommended.options)
+        if spec.object_store_options and on_object_store(location):
+            options |= spec.object_store_options
+        if spec.removal_options is not None:
+            options |= spec.removal_options(len(predicted))
+        kept.append(recommended.model_copy(update={"options": options}) if options != recommended.options
+                    else recommended)
+    return kept, refused, predicted
+
+
+def _counted_removals(
+    services: MaintenanceServices, key: TableKey, results: list[ActionResult], predicted: Predicted | None
+) -> list[ActionResult]:
+    """An unreferenced-file removal whose output could not count what it deleted (a streamed removal
+    returns a sample) gets the count from a listing after it: the predicted files now gone."""
+    counted = []
+    for result in results:
+        unknown = result.status == "succeeded" and result.impact.orphan_files_removed is None
+        if predicted is not None and unknown and definition(result.action).deletes_unreferenced_files:
+            try:
+                removed = files_removed_since(services.open_table(key), key, predicted)
+            except MetadataReadError as error:  # the removal stands; its count stays unknown
+                logger.warning("%s; the orphan files removed are not counted", error)
+            else:
+                result = result.model_copy(
+                    update={"impact": result.impact.model_copy(update={"orphan_files_removed": removed})}
+                )
+        counted.append(result)
+    return counted
 
 
 def _unrun(

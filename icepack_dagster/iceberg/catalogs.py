@@ -8,6 +8,7 @@ reads no table, and so never needs PyIceberg, whose import is a tenth of such a 
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 from collections.abc import Callable
 from functools import lru_cache
@@ -169,6 +170,10 @@ def load_table(catalog: Catalog, key: TableKey) -> Table:
     return _loading(key, lambda: catalog.load_table(key.identifier))
 
 
+# PyIceberg's words for a schema type it has no model of (format v3's `variant` in PyIceberg 0.12)
+_UNSUPPORTED_TYPE = re.compile(r"Unsupported field type: '([^']+)'")
+
+
 def _loading(key: TableKey, load: Callable[[], Loaded]) -> Loaded:
     """`load` of table `key`, retried and with its errors translated as `load_table` says."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
@@ -192,5 +197,12 @@ def _loading(key: TableKey, load: Callable[[], Loaded]) -> Loaded:
             raise InternalError(
                 f"table {key.text}: internal error while loading its metadata ({what}); this is a bug in "
                 "icepack or PyIceberg, not a fault of the table: the traceback is in the log"
+            ) from error
+        unreadable_type = _UNSUPPORTED_TYPE.search(str(error))
+        if unreadable_type is not None:
+            raise MetadataReadError(
+                f"table {key.text}: its schema holds type {unreadable_type[1]}, which this PyIceberg cannot "
+                "read, so icepack can neither measure nor maintain the table; nothing was changed. A "
+                f"PyIceberg that reads the type lifts this ({what})"
             ) from error
         raise MetadataReadError(f"table {key.text}: its metadata could not be loaded ({what})") from error

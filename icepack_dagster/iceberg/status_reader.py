@@ -7,12 +7,14 @@ and their aggregates are reused through an optional `ManifestCache` shared betwe
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
+from pyiceberg.schema import Schema, index_by_id, index_name_by_id
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
@@ -79,6 +81,8 @@ def snapshot_span(metadata: TableMetadata) -> tuple[int, int] | None:
     return (min(stamps), max(stamps)) if stamps else None
 
 
+_TYPE_PARAMETERS = re.compile(r"[(\[]")
+
 # The graph travels with every status (Dagster metadata, `status --json`): past this many snapshots it
 # is left out, and expiry is estimated from the snapshot ages instead of predicted snapshot by snapshot.
 MAX_GRAPH_SNAPSHOTS = 2000
@@ -105,6 +109,17 @@ def snapshot_graph(metadata: TableMetadata) -> SnapshotGraph | None:
     )
 
 
+def schema_types(schema: Schema) -> dict[str, str]:
+    """Each primitive type name of `schema` (`decimal(10, 2)` is `decimal`) with the first column, by
+    field id, that holds it; nested fields included."""
+    names = index_name_by_id(schema)
+    found: dict[str, str] = {}
+    for field_id, field in sorted(index_by_id(schema).items()):
+        if field.field_type.is_primitive:
+            found.setdefault(_TYPE_PARAMETERS.split(str(field.field_type), maxsplit=1)[0], names[field_id])
+    return found
+
+
 def metadata_facts(table: Table, name: str, now: datetime) -> dict[str, Any]:
     """The status fields the metadata file alone determines (no manifest read)."""
     metadata = table.metadata
@@ -129,6 +144,7 @@ def metadata_facts(table: Table, name: str, now: datetime) -> dict[str, Any]:
         ),
         "tag_count": sum(1 for ref in metadata.refs.values() if ref.snapshot_ref_type == SnapshotRefType.TAG),
         "properties": dict(metadata.properties),
+        "schema_types": schema_types(table.schema()),
     }
 
 

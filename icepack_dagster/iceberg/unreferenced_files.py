@@ -20,6 +20,8 @@ from icepack_dagster.domain.table.unreferenced_files import (
     UnreferencedFiles,
     classify_unreferenced,
     orphan_removal_conflicts,
+    removable_before,
+    removed_since,
     split_location,
 )
 from icepack_dagster.exceptions import MetadataReadError
@@ -107,8 +109,29 @@ def find_unreferenced_files(
 def orphan_removal_refusals(table: Table, key: TableKey) -> list[str]:
     """Why orphan removal must not run on this table (see `orphan_removal_conflicts`); empty if it may.
     Reads every manifest and lists the location once, as orphan removal itself will."""
+    return orphan_removal_check(table, key, None)[0]
+
+
+def orphan_removal_check(
+    table: Table, key: TableKey, older_than: datetime | None
+) -> tuple[list[str], frozenset[tuple[str, str, str]]]:
+    """`orphan_removal_refusals`, and from the same listing the files orphan removal with `older_than`
+    would delete (`removable_before`; none predicted without an `older_than`)."""
     referenced, listed = _references_and_listing(table, key)
-    return orphan_removal_conflicts(key.text, table.location(), referenced, listed)
+    refusals = orphan_removal_conflicts(key.text, table.location(), referenced, listed)
+    predicted = removable_before(listed, referenced, older_than) if older_than is not None else frozenset()
+    return refusals, predicted
+
+
+def files_removed_since(table: Table, key: TableKey, predicted: frozenset[tuple[str, str, str]]) -> int:
+    """How many of the `predicted` files (from `orphan_removal_check`) a listing now no longer finds."""
+    try:
+        listed = list_files(table.location(), table.io)
+    except METADATA_READ_ERRORS as error:
+        raise MetadataReadError(
+            f"table {key.text}: its files could not be listed ({type(error).__name__}: {error})"
+        ) from error
+    return removed_since(predicted, listed)
 
 
 def missing_referenced_files(table: Table) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
-"""What a Spark session says about Iceberg: the version of the Iceberg runtime it runs, and a table's
-format version as that runtime reads it. Both are asked in SQL, so a classic session and a Spark
-Connect server (where there is no JVM on this side) answer the same way:
+"""What a Spark session says about Iceberg: the version of the Iceberg runtime it runs (and of Spark
+itself, which the session reports: on Spark Connect, the server's), and a table's format version as
+that runtime reads it. The runtime and the format version are asked in SQL, so a classic
+session and a Spark Connect server (where there is no JVM on this side) answer the same way:
 `java_method('org.apache.iceberg.IcebergBuild', 'version')` calls Iceberg's own build information in
 the server's JVM, and `SHOW TBLPROPERTIES ... ('format-version')` is Iceberg's table property.
 
@@ -37,6 +38,15 @@ def iceberg_runtime(session: SparkSession) -> str | None:
     except (PySparkException, Py4JJavaError):
         return None
     return str(rows[0]["version"]) if rows and rows[0]["version"] else None
+
+
+def spark_version(session: SparkSession) -> str | None:
+    """The version of the Spark behind `session` (on Spark Connect, the server's, asked without a job);
+    None when it cannot be told."""
+    try:
+        return str(session.version)
+    except (PySparkException, Py4JJavaError):
+        return None
 
 
 def table_format_version(session: SparkSession, catalog: str, key: TableKey) -> int | None:

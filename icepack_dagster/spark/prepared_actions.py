@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.actions.planners.compaction import RewritePrediction
+from icepack_dagster.domain.actions.readable_types import unreadable_type_refusal
 from icepack_dagster.domain.actions.registry import definition
-from icepack_dagster.domain.actions.runtime_requirements import runtime_refusal
+from icepack_dagster.domain.actions.runtime_requirements import left_out_options, runtime_refusal
 from icepack_dagster.domain.recommendation.model import RecommendedAction
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP, guard_action, render_call
 from icepack_dagster.domain.sql.spark_overrides import render_set, resolve_overrides
@@ -87,11 +88,34 @@ def refused_by_session(key: TableKey, session: SparkSession, plan: PreparedActio
 
 
 def runtime_gate(
-    key: TableKey, plan: PreparedAction, runtime: str | None, format_version: int | None
+    catalog: str, key: TableKey, plan: PreparedAction, runtime: str | None, format_version: int | None
 ) -> PreparedAction:
     """Refuse an action (or an option of it) that the session's Iceberg runtime cannot do safely on a
-    table of this format version (`domain/actions/runtime_requirements.py`)."""
+    table of this format version; leave out of its CALL an option that only changes how it works and
+    that the runtime lacks (`domain/actions/runtime_requirements.py`)."""
     if plan.error is not None:
         return plan
     refusal = runtime_refusal(key.text, plan.action, plan.options, format_version, runtime)
+    if refusal is not None:
+        return replace(plan, statements=(), runtime_refusal=refusal)
+    left_out = left_out_options(plan.action, plan.options, runtime)
+    if not left_out:
+        return plan
+    options = {name: value for name, value in plan.options.items() if name not in left_out}
+    call = render_call(catalog, key, plan.action, options)
+    return replace(plan, statements=(*plan.statements[:-1], call), options=options)
+
+
+def type_gate(
+    key: TableKey,
+    plan: PreparedAction,
+    schema_types: Mapping[str, str],
+    spark: str | None,
+    runtime: str | None,
+) -> PreparedAction:
+    """Refuse an action on a table whose schema holds a type this Spark cannot read
+    (`domain/actions/readable_types.py`): Spark cannot even open such a table."""
+    if plan.error is not None:
+        return plan
+    refusal = unreadable_type_refusal(key.text, plan.action, schema_types, spark, runtime)
     return plan if refusal is None else replace(plan, statements=(), runtime_refusal=refusal)

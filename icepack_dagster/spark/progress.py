@@ -100,6 +100,7 @@ def read_progress(context: SparkContext, tag: str) -> SparkProgress:
 
 ProgressReader = Callable[[], SparkProgress]
 _UI_TIMEOUT_SECONDS = 5.0
+_SETTLE_SECONDS = 5.0  # how long the tracker may lag the action's end before its last word is taken
 
 
 class ProgressUnavailable(Exception):
@@ -197,11 +198,18 @@ class _Poller(threading.Thread):
             logger.debug("Spark progress of %s no longer readable: %s", self._tag, error)
             return None
 
-    def finish(self) -> str | None:
-        """Stop polling; Spark's progress now, for the result line (None when no job ran)."""
+    def finish(self, settle: bool = True) -> str | None:
+        """Stop polling; Spark's progress now, for the result line (None when no job ran). Spark's
+        status tracker (and its UI) learn of a job's end from a listener bus that runs behind the
+        action: when the action returned (`settle`), its jobs have ended, and the tracker is read
+        again for a moment until it says so, never reporting `jobs 0/1` for work that is done."""
         self._finished.set()
         self.join()
         final = self._read()
+        deadline = time.monotonic() + (_SETTLE_SECONDS if settle else 0)
+        while final is not None and final.jobs_done < final.jobs and time.monotonic() < deadline:
+            time.sleep(0.05)
+            final = self._read()
         return final.describe(self._application) if final is not None and final.jobs else None
 
 
@@ -250,7 +258,7 @@ def _polled(poller: _Poller, outcome: ActionProgress) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        poller.finish()
+        poller.finish(settle=False)
         if not poller.told:
             poller.tell_running()
         raise

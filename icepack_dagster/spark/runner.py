@@ -7,7 +7,8 @@ another table. Everything that can be refused is refused before Spark is touched
 (`spark/prepared_actions.py`: options, overrides, safety guards, and the session settings an action's module
 refuses, such as one that switches off Iceberg's own 24-hour guard for orphan removal). What the
 session's Iceberg runtime cannot do safely on the table (format v3 on an old runtime, an action or
-option it lacks, as each action's module declares) is `refused`, an outcome of its own. What a
+option it lacks, as each action's module declares; any action on a table whose schema, as the status
+it was planned on says, holds a type this Spark cannot read) is `refused`, an outcome of its own. What a
 procedure's output says it did is read as the action's module says (`domain/actions/`). While an
 action runs, Spark's progress goes to the same progress callback as the runner's own lines
 (`spark/progress.py`). A failing action stops the table's later
@@ -39,12 +40,13 @@ from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import IcepackError, MaintenanceError, TableNotFoundError
 from icepack_dagster.spark.failures import error_class, failure_hint, is_conflict, spark_error_message
-from icepack_dagster.spark.iceberg_runtime import table_format_version
+from icepack_dagster.spark.iceberg_runtime import spark_version, table_format_version
 from icepack_dagster.spark.prepared_actions import (
     PreparedAction,
     prepare_actions,
     refused_by_session,
     runtime_gate,
+    type_gate,
 )
 from icepack_dagster.spark.progress import REPORT_INTERVAL_SECONDS, ProgressSink, reported_progress
 from icepack_dagster.spark.session import statement_rows
@@ -114,9 +116,14 @@ class MaintenanceRunner:
         if self._sessions is None:
             raise MaintenanceError(f"table {key.text}: this runner has no Spark session (dry runs only)")
         with self._sessions.session_for(self._catalog, _override_keys(key, properties or {})) as session:
-            format_version = self._format_version(key, session)
             runtime = self._sessions.iceberg_runtime(session)
-            plans = [runtime_gate(key, plan, runtime, format_version) for plan in plans]
+            if status_planned_on is not None and status_planned_on.schema_types:
+                spark = spark_version(session)
+                types = status_planned_on.schema_types
+                plans = [type_gate(key, plan, types, spark, runtime) for plan in plans]
+            if not any(plan.runtime_refusal is not None for plan in plans):  # Spark cannot open the table
+                format_version = self._format_version(key, session)
+                plans = [runtime_gate(self._catalog, key, plan, runtime, format_version) for plan in plans]
             plans = [refused_by_session(key, session, plan) for plan in plans]
             for plan in plans:
                 results.append(self._one(key, plan, results, session, meter, progress, commit_check))

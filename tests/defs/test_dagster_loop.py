@@ -21,6 +21,7 @@ import pytest
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
 from icepack_dagster.defs.maintenance.unreferenced_report import (
     UNREFERENCED_KEPT_BYTES,
     UNREFERENCED_KEPT_FILES,
@@ -115,14 +116,16 @@ def test_unhealthy_table_is_maintained_without_a_click(
 
     remeasure = after_run(defs, "post_maintenance_health_sensor", instance, maintenance)
     assert sync_request(remeasure) == ([partition], "all")
+    fleet_before = dg.evaluate_automation_conditions(defs=defs, instance=instance)
     synced = execute_run_request(defs, instance, remeasure, "health_sync")
     assert synced.success
     assert latest_health(instance, partition).state == "healthy"
     quiet = evaluate_sensor(defs, "maintenance_sensor", instance, cursor=decided.cursor)
     assert not quiet.run_requests
 
-    refresh = after_run(defs, "fleet_refresh_sensor", instance, synced)
-    fleet = execute_run_request(defs, instance, refresh, "fleet_refresh")
+    refresh = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=fleet_before.cursor)
+    assert refresh.get_num_requested(DEFAULT_NAMES.fleet_summary) == 1, "refreshed after the sync"
+    fleet = defs.resolve_job_def("fleet_refresh").execute_in_process(instance=instance)
     (summary,) = fleet.asset_materializations_for_node("fleet_summary")
     assert summary.metadata["tables_healthy"].value == 1
     assert summary.metadata["files_reclaimed_total"].value >= 11

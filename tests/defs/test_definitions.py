@@ -37,7 +37,7 @@ def test_definitions_load_and_validate(settings: IcepackSettings, platform: Plat
     assert {s.name for s in defs.sensors} == {
         "iceberg_table_discovery",
         "maintenance_sensor",
-        "fleet_refresh_sensor",
+        "fleet_automation_sensor",
         "post_maintenance_health_sensor",
         "maintenance_failure_sensor",
         "alert_sensor",
@@ -49,8 +49,8 @@ def test_definitions_load_and_validate(settings: IcepackSettings, platform: Plat
         assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     assert defs.resolve_schedule_def("health_sync_schedule").cron_schedule == "*/15 * * * *"
     assert defs.resolve_schedule_def("housekeeping_schedule").cron_schedule == "17 3 * * *"
-    # A health sync and a fleet refresh (one after every successful sync or maintenance run) pay no
-    # step process; maintenance keeps one, so a crashed worker is recognised.
+    # A health sync and a fleet refresh by hand pay no step process; maintenance keeps one, so a crashed
+    # worker is recognised.
     assert defs.resolve_job_def("health_sync").executor_def.name == "in_process"
     assert defs.resolve_job_def("fleet_refresh").executor_def.name == "in_process"
     assert defs.resolve_job_def("maintenance").executor_def.name != "in_process"
@@ -158,7 +158,7 @@ DEFAULT_DEPLOYMENT_NAMES = {
         "rollback_job", "housekeeping",
     },
     "sensors": {
-        "iceberg_table_discovery", "maintenance_sensor", "fleet_refresh_sensor",
+        "iceberg_table_discovery", "maintenance_sensor", "fleet_automation_sensor",
         "post_maintenance_health_sensor", "maintenance_failure_sensor", "alert_sensor",
     },
     "schedules": {"health_sync_schedule", "housekeeping_schedule"},

@@ -26,6 +26,7 @@ from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.store.history_store import HistoryStore
 from tests.factories import settings_with_platform
+from tests.polling import wait_until
 from tests.tables_testkit import append_rows, contents_by_version, kept_versions, make_table, table_key
 
 pytestmark = pytest.mark.spark
@@ -94,6 +95,8 @@ def test_the_fleet_s_daily_budget_holds_rewrites_until_the_day_rolls(
         return Engine(budgeted, catalogs, spark_provider=lambda: spark, history=history)
 
     history = HistoryStore(f"sqlite:///{tmp_path / 'state.db'}")
+    # the budget is per UTC day: start the test far enough from midnight that one day holds it
+    wait_until(lambda: utc_now().hour < 23 or utc_now().minute < 55, "the day to roll", 400, 1)
     first = make_table(catalogs, table_key(namespace, "first"), commits=9, properties=COOL)
     second = make_table(catalogs, table_key(namespace, "second"), commits=9, properties=COOL)
     before = contents_by_version(spark, second)

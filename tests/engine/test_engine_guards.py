@@ -149,7 +149,8 @@ def test_the_real_run_executes_exactly_what_the_dry_run_listed(
     # the session setup runs once, when the table's session opens: the actions' own copies of it are
     # listed (they say what the session holds) but not sent again
     sent = [statement for statement in listed if statement not in SESSION_SETUP]
-    probes = [table_probe("lake", key), RUNTIME_PROBE]  # the table (and its format version), the runtime
+    # the runtime first: a table whose types this Spark cannot read is refused before any statement on it
+    probes = [RUNTIME_PROBE, table_probe("lake", key)]  # then the table (it exists; its format version)
     assert executed == [*SESSION_SETUP, *probes, *sent]
     assert listed.count(SESSION_SETUP[0]) == len(every)
     assert "SET spark.sql.shuffle.partitions=3" in listed

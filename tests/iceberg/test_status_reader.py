@@ -3,7 +3,9 @@ number agrees exactly with Spark's own metadata tables (`files`, `manifests`, `p
 `refs`, `metadata_log_entries`) on the same real table, in the embedded SQLite and the PostgreSQL
 catalogs: format v1, v2 and v3, partitioned with an evolved spec, position deletes, deletion vectors,
 equality deletes, branches and tags, and a table with no snapshot. Main's numbers ignore other branches.
-Unreadable or invalid input fails with an error naming the table (and the field or file). Manifest
+The schema's types are named with the first column holding each, nested fields included (what the
+runtime gate checks a Spark can read). Unreadable or invalid input fails with an error naming the
+table (and the field or file). Manifest
 decoding and the manifest cache are pinned in tests/iceberg/test_manifest_cache.py.
 """
 
@@ -16,6 +18,16 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyiceberg.schema import Schema
+from pyiceberg.types import (
+    DecimalType,
+    ListType,
+    LongType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestampNanoType,
+)
 
 from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.domain.table.key import TableKey
@@ -23,7 +35,7 @@ from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import InvalidPolicyError, MetadataReadError, TableNotFoundError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.iceberg.manifest_summary import SIZE_BUCKET_BOUNDS
-from icepack_dagster.iceberg.status_reader import collect_status
+from icepack_dagster.iceberg.status_reader import collect_status, schema_types
 
 pytestmark = pytest.mark.spark
 
@@ -335,3 +347,18 @@ def test_naive_now_is_refused(catalogs, namespace) -> None:
     catalogs.get("lake").create_table(key.identifier, schema=pa.schema([("x", pa.int64())]))
     with pytest.raises(ValueError, match="timezone-aware"):
         _status(catalogs, key, now=datetime(2026, 1, 1))
+
+
+def test_schema_types_name_each_type_once_with_its_first_column() -> None:
+    schema = Schema(
+        NestedField(1, "id", LongType()),
+        NestedField(2, "amount", DecimalType(10, 2)),
+        NestedField(3, "event", StructType(
+            NestedField(5, "at", TimestampNanoType()), NestedField(6, "n", LongType())
+        )),
+        NestedField(4, "tags", ListType(7, StringType())),
+        NestedField(8, "price", DecimalType(12, 4)),
+    )
+    assert schema_types(schema) == {
+        "long": "id", "decimal": "amount", "timestamp_ns": "event.at", "string": "tags.element"
+    }

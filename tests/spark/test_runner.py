@@ -46,7 +46,7 @@ MOR = {
     "write.delete.granularity": "partition",
 }
 FIVE_DAYS_AGO = time.time() - 5 * 24 * 3600
-YESTERDAY_BUT_ONE_HOUR = (datetime.now(UTC) - timedelta(hours=23)).isoformat()
+TWELVE_HOURS_AGO = (datetime.now(UTC) - timedelta(hours=12)).isoformat()  # under 24 h all suite long
 PROGRESS = re.compile(
     r"Spark application (?P<app>\S+): jobs (?P<jobs_done>\d+)/(?P<jobs>\d+) done, "
     r"stages (?P<stages_done>\d+)/(?P<stages>\d+)(?: \(\d+ skipped\))?, "
@@ -270,7 +270,7 @@ def test_remove_orphan_files_removes_only_old_unreferenced_files(
     ("properties", "first", "expected"),
     [
         ({"gc.enabled": "false"}, make_action(A.EXPIRE_SNAPSHOTS, retain_last="1"), "gc.enabled"),
-        ({}, make_action(A.REMOVE_ORPHAN_FILES, older_than=YESTERDAY_BUT_ONE_HOUR), "24 hours"),
+        ({}, make_action(A.REMOVE_ORPHAN_FILES, older_than=TWELVE_HOURS_AGO), "24 hours"),
         ({"icepack.spark.sql.shuffle.partitions": "4; DROP x"}, make_action(A.REWRITE_DATA_FILES), "shuffle"),
         ({"icepack.spark.sql.warehouse.dir": "/tmp"}, make_action(A.REWRITE_DATA_FILES), "allowlisted"),
     ],

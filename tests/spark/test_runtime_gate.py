@@ -4,20 +4,23 @@ runtime and the minimum, and leaves the table untouched.
 
 A real Spark Connect server runs Iceberg 1.8.1 (from Maven Central, pinned in jvm_artifacts and fetched
 by `icepack jars fetch --test-server`), beside the suite's classic session on the pinned runtime: the
-probe tells them apart, and neither it nor the format version read starts a Spark job (a maintenance's
-first job is its first action's, and a busy cluster's task slots never delay the gate); on the old
-server an action on a format v3 table is refused and an option
-1.8.1 lacks (`clean_expired_metadata`) is refused, while a compaction of a v2 table runs. Contents are
-unchanged on main, branch and tag.
+probe tells them apart (each also says its Spark's version: over Connect, the server's), and neither it
+nor the format version read starts a Spark job (a maintenance's first job is its first action's, and a
+busy cluster's task slots never delay the gate); on the old server an action on a format v3 table is
+refused and an option 1.8.1 lacks (`clean_expired_metadata`) is refused, while a compaction of a v2
+table runs; an option that only changes how an action works (orphan removal's `stream_results`, 1.11.0)
+is left out of the CALL on the old server, and the removal deletes exactly the planted orphans. Contents
+are unchanged on main, branch and tag.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
@@ -28,17 +31,18 @@ from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.sql.procedures import qualified_table
-from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import SparkConnectUnavailableError
+from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
-from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, table_format_version
+from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, spark_version, table_format_version
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_SPARK_RUNTIME, OLD_ICEBERG_SPARK_RUNTIME, cached_jar
 from icepack_dagster.spark.runner import MaintenanceRunner
 from icepack_dagster.spark.session import build_spark_session
 from tests import tiers
+from tests.engine.safety_testkit import age_files, files_under, table_dir
 from tests.factories import make_action
 from tests.network import free_port
-from tests.tables_testkit import contents_by_version
+from tests.tables_testkit import contents_by_version, spark_table_with_refs
 
 pytestmark = [pytest.mark.spark, pytest.mark.jvm_servers]
 
@@ -61,26 +65,16 @@ def old_spark(settings: IcepackSettings, tmp_path_factory: pytest.TempPathFactor
         pytest.fail(f"{error}:\n{log.read_text(errors='replace')[-3000:]}")
 
 
-def small_files_table(spark: SparkSession, namespace: str, name: str, version: int) -> TableKey:
-    key = TableKey(catalog="lake", namespace=(namespace,), name=name)
-    q = qualified_table("lake", key)
-    spark.sql(f"CREATE TABLE {q} (id bigint) USING iceberg TBLPROPERTIES ('format-version'='{version}')")
-    for batch in range(3):
-        spark.sql(f"INSERT INTO {q} SELECT id FROM range({batch * 10}, {batch * 10 + 10}, 1, 1)")
-    spark.sql(f"ALTER TABLE {q} CREATE TAG before")
-    spark.sql(f"ALTER TABLE {q} CREATE BRANCH audit")
-    return key
-
-
 def test_the_probe_tells_each_spark_its_iceberg_runtime(spark: SparkSession, old_spark: SparkSession) -> None:
     assert iceberg_runtime(spark) == ICEBERG_SPARK_RUNTIME.version
     assert iceberg_runtime(old_spark) == "1.8.1"
+    assert spark_version(old_spark) == spark_version(spark) == pyspark.__version__
 
 
 def test_asking_the_runtime_and_the_format_version_starts_no_spark_job(
     spark: SparkSession, namespace: str
 ) -> None:
-    key = small_files_table(spark, namespace, "asked", 3)
+    key = spark_table_with_refs(spark, namespace, "asked", 3)
     context, group = spark.sparkContext, "runtime-gate-questions"
 
     def ask() -> tuple[str | None, int | None]:  # in a thread of its own, whose job group dies with it
@@ -96,8 +90,8 @@ def test_asking_the_runtime_and_the_format_version_starts_no_spark_job(
 def test_an_old_runtime_is_refused_on_a_v3_table_and_for_options_it_lacks(
     spark: SparkSession, old_spark: SparkSession, namespace: str, tmp_path: Path
 ) -> None:
-    v3 = small_files_table(spark, namespace, "v3", 3)
-    v2 = small_files_table(spark, namespace, "v2", 2)
+    v3 = spark_table_with_refs(spark, namespace, "v3", 3)
+    v2 = spark_table_with_refs(spark, namespace, "v2", 2)
     contents = {key: contents_by_version(spark, key) for key in (v3, v2)}
     runner = MaintenanceRunner(old_spark, "lake")
     compaction = make_action(A.REWRITE_DATA_FILES, **{"min-input-files": "2"})
@@ -128,3 +122,26 @@ def test_an_old_runtime_is_refused_on_a_v3_table_and_for_options_it_lacks(
         assert {v: after[v] for v in before} == before
     [[files]] = spark.sql(f"SELECT count(*) FROM {qualified_table('lake', v3)}.files").collect()
     assert files == 3  # nothing ran on the v3 table
+
+
+def test_stream_results_is_left_out_on_an_old_runtime_and_the_removal_stays_exact(
+    spark: SparkSession, old_spark: SparkSession, catalogs: CatalogSet, namespace: str
+) -> None:
+    key = spark_table_with_refs(spark, namespace, "orphans_on_old", 2)
+    root = table_dir(catalogs, key)
+    planted = {root / "data" / f"stray-{n}.parquet" for n in range(3)}
+    for path in planted:
+        path.write_bytes(b"PAR1")
+    age_files(root)
+    every_file, before = files_under(root), contents_by_version(spark, key)
+    three_days_ago = (datetime.now(UTC) - timedelta(days=3)).isoformat()
+    removal = make_action(A.REMOVE_ORPHAN_FILES, older_than=three_days_ago, stream_results="true")
+
+    [result] = MaintenanceRunner(old_spark, "lake").run(key, [removal])
+
+    assert result.status == "succeeded", result.error or result.reason
+    call = result.statements[-1]
+    assert "stream_results" not in call and "older_than => TIMESTAMP" in call
+    assert result.impact.orphan_files_removed == len(planted)
+    assert files_under(root) == every_file - planted
+    assert contents_by_version(spark, key) == before

@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +38,7 @@ from icepack_dagster.spark.table_sessions import TableSessions
 from tests import tiers
 from tests.factories import make_action
 from tests.network import free_port
+from tests.polling import wait_until
 from tests.postgres_testkit import jdbc_connections
 from tests.tables_testkit import arrow_fingerprint, table_fingerprint
 
@@ -113,10 +113,10 @@ def test_compaction_through_a_real_connect_server(
         # an action that outlives the first poll is said to run, naming the server's application and
         # the tag its jobs carry there
         told: list[str] = []
+        running = "table t: running probe on Spark Connect application "
         with reported_progress(spark, "probe", "table t: running probe", told.append, interval=0.1):
             spark.sql("SELECT count(*) FROM lake.connect.events").collect()
-            time.sleep(0.3)
-        running = "table t: running probe on Spark Connect application "
+            wait_until(lambda: any(line.startswith(running) for line in told), "the first poll", 60, 0.05)
         says = [line for line in told if line.startswith(running)]
         assert len(says) == 1 and re.search(r"application local-\d+: .* tag icepack-probe-", says[0]), told
         assert ("set spark.connect_ui_url" in says[0]) == (not with_ui), told

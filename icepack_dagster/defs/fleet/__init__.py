@@ -1,1 +1,2 @@
-"""Fleet flow: the `fleet_summary` asset, the `fleet_refresh` job and the sensor that refreshes it."""
+"""Fleet flow: the `fleet_summary` asset, the `fleet_refresh` job and the automation condition and sensor
+that refresh it."""

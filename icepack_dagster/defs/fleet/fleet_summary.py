@@ -11,6 +11,7 @@ import dagster as dg
 
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.defs.asset_keys import DeploymentNames
+from icepack_dagster.defs.fleet.fleet_automation import fleet_refresh_condition
 from icepack_dagster.defs.materialization_codec import fleet_metadata
 from icepack_dagster.defs.resources import IcepackResource, icepack_of
 from icepack_dagster.defs.run_tags import OBSERVATION, claim_run, runs_maintaining
@@ -95,6 +96,7 @@ def build_fleet_summary(deployment_name: str) -> dg.AssetsDefinition:
         group_name="fleet",
         kinds={"iceberg"},
         required_resource_keys={names.icepack_resource},
+        automation_condition=fleet_refresh_condition(),
         description=inspect.getdoc(fleet_summary),
     )
     def fleet_summary_asset(context: dg.AssetExecutionContext) -> dg.MaterializeResult:

@@ -18,8 +18,8 @@ def build_fleet_summary_job(deployment_name: str) -> Any:
         DeploymentNames(deployment_name).name("fleet_refresh"),
         selection=[build_fleet_summary(deployment_name)],
         tags=observation_tags(),
-        # One asset, refreshed after every successful health sync or maintenance run: a step subprocess
-        # (the default executor) would add a Python start and a definitions import to each of them.
+        # One asset, refreshed by hand (its automation condition runs Dagster's implicit asset job): a
+        # step subprocess (the default executor) would add a Python start and a definitions import.
         executor_def=dg.in_process_executor,
         description="Refresh the fleet summary and its Prometheus metrics.",
     )

@@ -37,12 +37,14 @@ as a string literal, a `TIMESTAMP` literal, or as its canonical text (numbers, b
 class ProcedureOption:
     """One option a procedure accepts: its validator (parses the value and prints it back from its
     type), where it goes in the CALL, and the oldest Iceberg runtime that accepts it (None: any runtime
-    that has the procedure)."""
+    that has the procedure). An option that changes only how the procedure works, never what it does
+    (`left_out_below_runtime`), is left out of the CALL on an older runtime instead of refusing it."""
 
     validate: Validator
     rendering: Rendering = "plain"
     min_runtime: IcebergVersion | None = None
     verify: Verifier | None = None
+    left_out_below_runtime: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,8 @@ class ActionDefinition:
     - `deletes_unreferenced_files`: it deletes files no metadata references, so it runs only where the
       table's location listing can be trusted, and what it left is reported after it.
     - `object_store_options`: options it takes when the table lives on an object store.
+    - `removal_options`: options it takes given how many files the engine's listing before it predicts
+      it deletes (orphan removal streams a large removal's results).
     - `expires_snapshots`: its snapshots before and after count as snapshots expired.
     - `min_runtime`: the oldest Iceberg runtime that has the procedure (None: any icepack runs on).
     - `verify`: what the table's metadata after a run must show; a run it does not verify is
@@ -179,6 +183,7 @@ class ActionDefinition:
     refused_session_settings: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     deletes_unreferenced_files: bool = False
     object_store_options: Mapping[str, str] = field(default_factory=dict)
+    removal_options: Callable[[int], Mapping[str, str]] | None = None
     expires_snapshots: bool = False
     min_runtime: IcebergVersion | None = None
     verify: Verifier | None = None

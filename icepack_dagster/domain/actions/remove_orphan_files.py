@@ -3,7 +3,9 @@ that are older than the policy's orphan age. Orphans are invisible in metadata, 
 weekly cadence, even on healthy tables. Everything that could widen what it deletes is refused: options
 that match files loosely or list another place, `older_than` less than 24 hours ago, a Spark session
 that switches off Iceberg's own 24-hour guard, a table whose location listing cannot be trusted (the
-engine checks that, `domain/table/unreferenced_files.py`), and gc.enabled false.
+engine checks that, `domain/table/unreferenced_files.py`), and gc.enabled false. The same listing
+predicts how many files it deletes; a large removal streams its results (`removal_options`) and its
+count stays exact (`read_outcome`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,19 @@ OPTIONS = {
     "max_concurrent_deletes": ProcedureOption(int_between(1, 1000)),
     # set by the engine for object stores; absent from 1.8.1's procedure
     "prefix_listing": ProcedureOption(boolean, min_runtime=(1, 10, 0)),
+    # set by the engine for a large removal (`removal_options`); first in 1.11.0's procedure. It changes
+    # how the deleted locations come back, not what is deleted, so an older runtime runs without it.
+    "stream_results": ProcedureOption(boolean, min_runtime=(1, 11, 0), left_out_below_runtime=True),
 }
+STREAM_RESULTS_FROM = 100_000
+"""Predicted orphans from which the deleted locations are streamed to the driver rather than collected.
+Iceberg deletes orphans in groups of 100,000 locations held on the driver either way
+(`DeleteOrphanFilesSparkAction`'s delete group): below one group streaming saves no driver memory and
+costs one Spark job per partition of the result (`toLocalIterator`); above it, collecting holds every
+location at once (a million orphans: hundreds of MB on the driver), streaming one group at a time."""
+STREAMED_SAMPLE_SIZE = 20_000
+"""With `stream_results` the procedure returns at most this many of the deleted locations (Iceberg's
+`max-orphan-file-sample-size`, which the procedure cannot change)."""
 _WIDENS_MATCHING = (
     "files are matched to the metadata by exact scheme and authority; declaring them equal could "
     "delete files that metadata still references under another scheme or bucket (s3 vs s3a)"
@@ -91,13 +105,26 @@ def guard(key: TableKey, options: Mapping[str, str], properties: Mapping[str, st
         )
 
 
+def removal_options(predicted: int) -> dict[str, str]:
+    """`stream_results` for a removal the engine's listing predicts deletes `predicted` files, from
+    `STREAM_RESULTS_FROM` on (see there why not below)."""
+    return {"stream_results": "true"} if predicted >= STREAM_RESULTS_FROM else {}
+
+
 def read_outcome(rows: Sequence[Mapping[str, object]], options: Mapping[str, str]) -> ActionImpact:
-    """The procedure returns one row per orphan file: they are counted (none removed on a dry run)."""
+    """The procedure returns one row per deleted file: they are counted (none removed on a dry run).
+    Streamed, it returns a sample of at most `STREAMED_SAMPLE_SIZE`: fewer rows are still every file,
+    but a full sample only says "at least that many", so the count is left unknown (None) for the
+    engine to take from its listings before and after the removal (`engine/maintenance_run.py`)."""
     found = len(rows)
     dry_run = options.get("dry_run", "false").lower() == "true"
-    return ActionImpact(
-        procedure_output={"orphan_file_count": found}, orphan_files_removed=0 if dry_run else found
-    )
+    sampled = options.get("stream_results", "false").lower() == "true" and found >= STREAMED_SAMPLE_SIZE
+    if sampled:
+        output: dict[str, int | float | str | None] = {"orphan_file_sample_count": found}
+    else:
+        output = {"orphan_file_count": found}
+    removed = 0 if dry_run else None if sampled else found
+    return ActionImpact(procedure_output=output, orphan_files_removed=removed)
 
 
 DEFINITION: ActionDefinition = ActionDefinition(
@@ -112,5 +139,6 @@ DEFINITION: ActionDefinition = ActionDefinition(
     refused_session_settings=REFUSED_SESSION_SETTINGS,
     deletes_unreferenced_files=True,
     object_store_options={"prefix_listing": "true"},
+    removal_options=removal_options,
     commit_rules=ORPHAN_RULES,
 )

@@ -13,7 +13,9 @@ What each action and option needs is declared by its own module (`min_runtime` o
 definition and of each `ProcedureOption`, as found in the runtime jars on Maven Central); what a table
 needs is here: any action on a format v3 table needs 1.10.0 (row lineage carried through rewrites,
 deletion vectors written and position delete files converted into them; the runtime icepack tests v3
-tables with).
+tables with). An option that changes only how an action works (`left_out_below_runtime`: orphan
+removal's `stream_results`) never refuses it: a runtime without it, or one that cannot be told, runs
+the action without the option (`left_out_options`).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _needs(
         needs.append((V3_MINIMUM, f"a format v{format_version} table (row lineage, deletion vectors)"))
     for name in option_names:
         option = spec.options.get(name)
-        if option is not None and option.min_runtime is not None:
+        if option is not None and option.min_runtime is not None and not option.left_out_below_runtime:
             needs.append((option.min_runtime, f"option {name}"))
     return needs
 
@@ -85,3 +87,17 @@ def runtime_refusal(
         f"{shown(minimum)} or later; upgrade the Spark's Iceberg runtime (icepack pins "
         "iceberg-spark-runtime-3.5_2.12, `icepack jars fetch`) or run maintenance on icepack's own Spark"
     )
+
+
+def left_out_options(action: MaintenanceAction, option_names: Iterable[str], runtime: str | None) -> set[str]:
+    """The options among `option_names` that only change how `action` works and that this runtime
+    lacks, or may lack since it cannot be told: they are left out of the CALL."""
+    version = parse_version(runtime)
+    left_out = set()
+    for name in option_names:
+        option = definition(action).options.get(name)
+        if option is None or not option.left_out_below_runtime or option.min_runtime is None:
+            continue
+        if version is None or version < option.min_runtime:
+            left_out.add(name)
+    return left_out

@@ -92,6 +92,12 @@ class TableStatus(FrozenModel):
     statistics: StatisticsFreshness | None = Field(
         default=None, description="Which snapshot the table and partition statistics were computed for"
     )
+    schema_types: dict[str, str] = Field(
+        default_factory=dict,
+        description="Each primitive type in the current schema (`timestamp_ns`, `decimal`...), with the "
+        "first column holding it, nested fields included: the runtime gate refuses a Spark that cannot "
+        "read one (`domain/actions/readable_types.py`)",
+    )
 
     @property
     def small_file_ratio(self) -> float:

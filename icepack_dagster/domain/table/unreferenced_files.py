@@ -107,6 +107,31 @@ def classify_unreferenced(
     )
 
 
+def removable_before(
+    listed: Iterable[UnreferencedFile], referenced: Iterable[str], older_than: datetime
+) -> frozenset[tuple[str, str, str]]:
+    """The listed files no referenced location names and last modified before `older_than` (as
+    `file_identity`): what orphan removal with that `older_than` deletes, as the listing saw it."""
+    known = {file_identity(path) for path in referenced}
+    cutoff = older_than.astimezone(UTC)
+    return frozenset(
+        file_identity(entry.location)
+        for entry in listed
+        if entry.modified_at.astimezone(UTC) < cutoff and file_identity(entry.location) not in known
+    )
+
+
+def removed_since(
+    predicted: frozenset[tuple[str, str, str]], listed_after: Iterable[UnreferencedFile]
+) -> int:
+    """How many of the files `removable_before` found are gone from a listing after orphan removal.
+    Exactly the files it deleted: no other action of a maintenance deletes an unreferenced file (expiry
+    deletes only files that expired snapshots referenced), and a file it deletes later than the listing
+    before it would have to be both old enough and newly unreferenced."""
+    present = {file_identity(entry.location) for entry in listed_after}
+    return len(predicted - present)
+
+
 # Object stores have no directories, and Spark's Hadoop listing has no filesystem for them (S3FileIO is
 # Iceberg's, not Hadoop's): orphan removal lists their table locations by prefix, through the table's IO.
 OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "abfs", "abfss", "wasb", "wasbs", "oss"})

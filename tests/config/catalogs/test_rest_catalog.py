@@ -4,7 +4,9 @@ every branch and tag. Both engines authenticate with OAuth2 client credentials a
 token endpoint (`/v1/oauth/tokens`), proven on the wire by a recording proxy: PyIceberg and Iceberg's
 Java REST client in Spark each ask for a token, and every catalog request carries the token the server
 issued. Neither the client secret nor the token appears in any output: Python logs, the JVM's output,
-reports, settings' reprs, CLI output and errors.
+reports, settings' reprs, CLI output and errors. The statistics actions, off by default, turned on by a
+table's `icepack.stats.*` properties, compute both statistics files through the REST catalog and the
+table's metadata (read by PyIceberg) registers them for main's snapshot, contents unchanged.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import pytest
 import yaml
 
 from icepack_dagster.config.settings import IcepackSettings, load_settings
+from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import CatalogUnavailableError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.store.history_store import HistoryStore
-from tests.config.catalogs.catalog_testkit import EAGER_MOR, EVERY_ACTION, secrets_in
+from tests.config.catalogs.catalog_testkit import EAGER_MOR, EVERY_ACTION, STATISTICS, secrets_in
 from tests.config.catalogs.conftest import SessionsWithCatalogs
 from tests.config.catalogs.servers import RecordingProxy
 from tests.engine.safety_testkit import age_files, files_under
@@ -139,6 +142,50 @@ def test_a_rest_table_is_discovered_measured_and_fully_maintained_with_oauth2(
         outputs[f"log {record.name}"] += record.getMessage() + "\n"
     leaked = {name: secrets_in(text, (CLIENT_SECRET, TOKEN)) for name, text in outputs.items()}
     assert not any(leaked.values()), leaked
+
+
+def test_statistics_turned_on_by_table_properties_are_registered_through_rest(
+    spark, settings: IcepackSettings, rest_proxy: RecordingProxy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    rest = rest_settings(settings, tmp_path / "home", rest_proxy)
+    catalogs = CatalogSet(rest)
+    key = table_key(f"stats_{uuid.uuid4().hex[:8]}", "events", "rest")
+    stats_on = {
+        "format-version": "2",
+        "icepack.cadence-hours": "0",
+        "icepack.stats.table.commits-behind": "1",
+        "icepack.stats.partition.commits-behind": "1",
+    }
+    make_table(catalogs, key, commits=2, partitions=2, properties=stats_on)
+    sessions = SessionsWithCatalogs(spark, rest)
+    q = qualified_table("rest", key)
+    session = sessions.newSession()
+    session.sql(f"ALTER TABLE {q} CREATE TAG before_statistics")
+    before, versions = table_fingerprint(session, q), contents_by_version(session, q)
+    metadata = catalogs.get("rest").load_table(key.identifier).metadata
+    snapshot = metadata.current_snapshot_id
+    assert not metadata.statistics and not metadata.partition_statistics
+    history = HistoryStore(f"sqlite:///{tmp_path / 'state.db'}")
+    engine = Engine(rest, catalogs, spark_provider=lambda: sessions, history=history)
+
+    recommendation = engine.recommend(key)
+    report = engine.maintain(key, recommendation=recommendation, only=STATISTICS)
+
+    assert [a.action for a in recommendation.actions if a.action in STATISTICS] == list(STATISTICS)
+    by_action = {r.action: r for r in report.results}
+    assert [by_action[a].status for a in STATISTICS] == ["succeeded", "succeeded"], report.first_error
+    written = {a: by_action[a].impact.procedure_output for a in STATISTICS}
+    metadata = catalogs.get("rest").load_table(key.identifier).metadata
+    assert metadata.current_snapshot_id == snapshot  # no snapshot added
+    assert {s.snapshot_id: s.statistics_path for s in metadata.statistics} == {
+        snapshot: written[MaintenanceAction.COMPUTE_TABLE_STATS]["statistics_file"]
+    }
+    assert {s.snapshot_id: s.statistics_path for s in metadata.partition_statistics} == {
+        snapshot: written[MaintenanceAction.COMPUTE_PARTITION_STATS]["partition_statistics_file"]
+    }
+    check = sessions.newSession()
+    assert table_fingerprint(check, q) == before
+    assert contents_by_version(check, q) == versions
 
 
 def test_icepack_reads_and_maintains_a_rest_table_without_showing_its_secret(

@@ -6,8 +6,9 @@ record: a table whose maintenance fails (a data file missing under it) is record
 history and observed with the error, while the tables before and after it in the same run are
 compacted with contents unchanged (main and a tag), materialized, and re-measured healthy in the run.
 The run itself succeeds; since it recorded its tables' health, no post-maintenance health sync follows
-it, and the fleet refresh follows it directly. A table of a larger tier keeps a run of its own, and
-the tables of a batch in flight wait while the batch counts as one run in flight.
+it, and the fleet summary's automation condition asks for a refresh directly. A table of a larger tier
+keeps a run of its own, and the tables of a batch in flight wait while the batch counts as one run in
+flight.
 
 Each table of a batch is accounted for as a one-table run accounts for it (issue 15): a
 `maintenance_recommendation` materialization with the metadata a one-table run writes, and a
@@ -132,6 +133,7 @@ def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
     assert request.tags[PRIORITY_TAG] == "2", "its most urgent table is critical"
     assert _requests_the_daemon_accepts(defs, decided.run_requests) == [BATCH_JOB]
     assert sorted(batch_tables(request.tags)) == sorted(partitions)
+    fleet_before = dg.evaluate_automation_conditions(defs=defs, instance=instance)
     result = execute_run_request(defs, instance, request, BATCH_JOB)
 
     assert result.success, "one table's failure does not fail the run"
@@ -181,7 +183,8 @@ def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
     # refresh follows it directly
     skipped = after_run(defs, "post_maintenance_health_sensor", instance, result)
     assert isinstance(skipped, dg.SkipReason) and "maintenance batch" in (skipped.skip_message or "")
-    assert isinstance(after_run(defs, "fleet_refresh_sensor", instance, result), dg.RunRequest)
+    refresh = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=fleet_before.cursor)
+    assert refresh.get_num_requested(DEFAULT_NAMES.fleet_summary) == 1
 
     again = evaluate_sensor(defs, "maintenance_sensor", instance, cursor=decided.cursor)
     launched = [t for r in again.run_requests or [] for t in batch_tables(r.tags) or [r.partition_key]]

@@ -205,10 +205,11 @@ def test_a_materialize_of_maintained_table_counts_in_flight_and_holds_its_table(
 def test_window_waits_and_disabled_policy_drops(
     defs: dg.Definitions, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
 ) -> None:
-    tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%a").lower()
+    # two days on: still not today if midnight passes while the test runs
+    later_day = (datetime.now(UTC) + timedelta(days=2)).strftime("%a").lower()
     lake = catalogs.get("lake")
     small_file_table(
-        lake, f"{namespace}.later", appends=12, properties={"icepack.window": f"{tomorrow} 00-24"}
+        lake, f"{namespace}.later", appends=12, properties={"icepack.window": f"{later_day} 00-24"}
     )
     small_file_table(lake, f"{namespace}.off", appends=12, properties={"icepack.enabled": "false"})
     sync_all(defs, instance)

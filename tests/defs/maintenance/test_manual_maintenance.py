@@ -128,9 +128,10 @@ def test_force_runs_outside_the_maintenance_window(
     namespace: str,
     spark,  # type: ignore[no-untyped-def]
 ) -> None:
-    tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%a").lower()
+    # two days on: still not today if midnight passes while the test runs
+    later_day = (datetime.now(UTC) + timedelta(days=2)).strftime("%a").lower()
     table = f"lake.{namespace}.nightly"
-    properties = {**ONLY_COMPACTION, "icepack.window": tomorrow}
+    properties = {**ONLY_COMPACTION, "icepack.window": later_day}
     small_file_table(catalogs.get("lake"), f"{namespace}.nightly", appends=10, properties=properties)
     assert discover(defs, instance) == [table]
     contents, snapshot = table_fingerprint(spark, table), _snapshot(catalogs, table)
@@ -138,7 +139,7 @@ def test_force_runs_outside_the_maintenance_window(
     waiting = _materialize(defs, instance, table, {"dry_run": True})
     metadata, tag = _ended(instance, waiting)
     assert metadata[OUTCOME].value == "nothing_to_do"
-    assert f"outside its maintenance window ({tomorrow}" in metadata["why"].value
+    assert f"outside its maintenance window ({later_day}" in metadata["why"].value
     assert "force: true runs it anyway" in tag
 
     forced = _materialize(defs, instance, table, {"dry_run": True, "force": True})

@@ -1,13 +1,19 @@
 """Contract: which Iceberg runtime an action needs on a table, and the refusal that names the table, the
 runtime and the minimum: format v3 tables need 1.10.0, as do the options 1.8.1 lacks; a runtime that
-cannot be told is refused only where a minimum applies."""
+cannot be told is refused only where a minimum applies. An option that changes only how an action works
+(orphan removal's `stream_results`, 1.11.0) never refuses it: it is left out where the runtime lacks it
+or cannot be told."""
 
 from __future__ import annotations
 
 import pytest
 
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction as A
-from icepack_dagster.domain.actions.runtime_requirements import parse_version, runtime_refusal
+from icepack_dagster.domain.actions.runtime_requirements import (
+    left_out_options,
+    parse_version,
+    runtime_refusal,
+)
 
 
 @pytest.mark.parametrize(
@@ -51,3 +57,17 @@ def test_a_runtime_that_cannot_be_told_is_refused_only_where_a_minimum_applies()
     assert runtime_refusal("lake.ns.t", A.REWRITE_DATA_FILES, {}, 2, None) is None
     refusal = runtime_refusal("lake.ns.t", A.REWRITE_DATA_FILES, {}, 3, None)
     assert refusal is not None and "the Iceberg runtime of this Spark cannot be told (no answer)" in refusal
+
+
+@pytest.mark.parametrize(
+    ("runtime", "left_out"),
+    [("1.11.0", set()), ("1.12.1", set()), ("1.10.2", {"stream_results"}), ("1.8.1", {"stream_results"}),
+     (None, {"stream_results"})],
+)
+def test_an_option_that_changes_only_how_is_left_out_on_an_older_runtime_never_refused(
+    runtime: str | None, left_out: set[str]
+) -> None:
+    options = {"older_than": "2020-01-01T00:00:00Z", "stream_results": "true"}
+    assert runtime_refusal("lake.ns.t", A.REMOVE_ORPHAN_FILES, options, 2, runtime) is None
+    assert left_out_options(A.REMOVE_ORPHAN_FILES, options, runtime) == left_out
+    assert left_out_options(A.EXPIRE_SNAPSHOTS, {"stream_results": "true"}, runtime) == set()  # any runtime
