@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.run_tags import DEPLOYMENT_TAG
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
@@ -78,7 +79,8 @@ def test_a_maintenance_with_nothing_since_is_rolled_back_by_the_job_after_a_dry_
         run = job.execute_in_process(
             instance=instance, run_config={"ops": {"rollback_table": {"config": {"table": key.text}}}}
         )
-    assert run.success
+        tags = instance.get_run_by_id(run.run_id).tags  # housekeeping and run queries find it
+    assert run.success and tags[DEPLOYMENT_TAG] == settings.platform.deployment_name
     assert current(catalogs, key) == planned_on
     after = contents_by_version(spark, key)
     assert after[MAIN] == versions[MAIN] and {v: versions[v] for v in after} == after

@@ -66,6 +66,7 @@ class RollbackConfig(dg.Config):
 def rollback_table(context: dg.OpExecutionContext, config: RollbackConfig, icepack: IcepackResource) -> None:
     """Restores the snapshot the table's last maintenance was planned on, or fails saying what else was
     committed since; recorded in the maintenance history."""
+    claim_run(context, icepack.settings.platform, "operator")
     engine = icepack.engine
     plan = engine.rollback(engine.resolve(config.table), dry_run=config.dry_run)
     if plan.refused is not None:
