@@ -40,7 +40,7 @@ from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import IcepackError, MaintenanceError, TableNotFoundError
 from icepack_dagster.spark.failures import error_class, failure_hint, is_conflict, spark_error_message
-from icepack_dagster.spark.iceberg_runtime import spark_version, table_format_version
+from icepack_dagster.spark.iceberg_runtime import table_format_version
 from icepack_dagster.spark.prepared_actions import (
     PreparedAction,
     prepare_actions,
@@ -118,7 +118,7 @@ class MaintenanceRunner:
         with self._sessions.session_for(self._catalog, _override_keys(key, properties or {})) as session:
             runtime = self._sessions.iceberg_runtime(session)
             if status_planned_on is not None and status_planned_on.schema_types:
-                spark = spark_version(session)
+                spark = self._sessions.spark_version(session)
                 types = status_planned_on.schema_types
                 plans = [type_gate(key, plan, types, spark, runtime) for plan in plans]
             if not any(plan.runtime_refusal is not None for plan in plans):  # Spark cannot open the table

@@ -26,7 +26,7 @@ from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP
-from icepack_dagster.spark.iceberg_runtime import iceberg_runtime
+from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, spark_version
 from icepack_dagster.spark.session import is_connect_session
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class _Kept:
         self.session = session
         self.baseline: dict[str, str | None] = {}
         self.catalogs: set[str] = set()
-        self.runtime: str | None = None
+        self.answers: dict[str, str] = {}  # what the session's Spark said of itself, by question
 
     def remember(self, overrides: Collection[str]) -> None:
         """Read the starting value of each key a table is about to override, the first time one does:
@@ -106,16 +106,26 @@ class TableSessions:
                 self._drop(kept)
 
     def iceberg_runtime(self, session: SparkSession) -> str | None:
-        """The Iceberg runtime of the Spark behind `session` (`spark/iceberg_runtime.py`). A shared
-        session asks once and keeps the answer for its later tables, since a Spark application's
-        classpath cannot change while it runs; a fresh session, or one whose question went unanswered,
-        asks."""
+        """The Iceberg runtime of the Spark behind `session` (`spark/iceberg_runtime.py`), asked once
+        per shared session (`_asked_once`)."""
+        return self._asked_once(session, iceberg_runtime)
+
+    def spark_version(self, session: SparkSession) -> str | None:
+        """The version of the Spark behind `session` (on Spark Connect, a round trip to the server),
+        asked once per shared session (`_asked_once`)."""
+        return self._asked_once(session, spark_version)
+
+    def _asked_once(self, session: SparkSession, ask: Callable[[SparkSession], str | None]) -> str | None:
+        """`ask(session)`; a shared session asks once and keeps the answer for its later tables, since
+        a Spark application's versions and classpath cannot change while it runs; a fresh session, or
+        one whose question went unanswered, asks."""
         kept: _Kept | None = getattr(self._local, "kept", None) if self._sharing else None
         if kept is None or kept.session is not session:
-            return iceberg_runtime(session)
-        if kept.runtime is None:
-            kept.runtime = iceberg_runtime(session)
-        return kept.runtime
+            return ask(session)
+        question = ask.__name__
+        if question not in kept.answers and (answer := ask(session)) is not None:
+            kept.answers[question] = answer
+        return kept.answers.get(question)
 
     def discard(self) -> None:
         """The current table's session saw a failure: do not reuse it."""

@@ -74,18 +74,32 @@ def test_a_thread_keeps_its_session_and_each_table_leaves_it_as_found(spark: Spa
         assert next_run.sql("SELECT 1").collect()[0][0] == 1
 
 
-def test_a_shared_session_asks_its_iceberg_runtime_once(spark: SparkSession) -> None:
+class VersionRecordingSpark(RecordingSpark):
+    """A `RecordingSpark` that also records each question for the Spark's version (on Spark Connect, a
+    round trip to the server)."""
+
+    def newSession(self) -> VersionRecordingSpark:  # noqa: N802 - SparkSession's own name
+        return VersionRecordingSpark(self._session.newSession(), self.log)
+
+    @property
+    def version(self) -> str:
+        self.log.append("VERSION")
+        return str(self._session.version)
+
+
+def test_a_shared_session_asks_its_iceberg_runtime_and_spark_version_once(spark: SparkSession) -> None:
     asked: list[str] = []
-    sessions = TableSessions(lambda: RecordingSpark(spark, asked))
+    sessions = TableSessions(lambda: VersionRecordingSpark(spark, asked))
     runtimes = []
     with sessions.session_for("lake", ()) as alone:
-        runtimes.append(sessions.iceberg_runtime(alone))
+        runtimes.append((sessions.iceberg_runtime(alone), sessions.spark_version(alone)))
     with sessions.shared():
         for _ in range(3):
             with sessions.session_for("lake", ()) as shared:
-                runtimes.append(sessions.iceberg_runtime(shared))
-    assert runtimes == [ICEBERG_SPARK_RUNTIME.version] * 4
-    assert asked.count(RUNTIME_PROBE) == 2  # the fresh session's, and the shared one's for its 3 tables
+                runtimes.append((sessions.iceberg_runtime(shared), sessions.spark_version(shared)))
+    assert runtimes == [(ICEBERG_SPARK_RUNTIME.version, spark.version)] * 4
+    # the fresh session's, and the shared one's for its 3 tables
+    assert asked.count(RUNTIME_PROBE) == 2 and asked.count("VERSION") == 2
 
 
 def _session_of(sessions: TableSessions) -> SparkSession:
