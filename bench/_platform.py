@@ -1,6 +1,7 @@
 """A real Dagster deployment of icepack on this machine, for the benchmarks that time runs as runs.
 
-A DAGSTER_HOME holding the repository's own `dagster.yaml` (SQLite storage, the queued run
+A DAGSTER_HOME holding the repository's own `dagster.yaml` (SQLite storage, or with
+`postgres_database` the production instance's PostgreSQL storage in that database; the queued run
 coordinator and its limits, Dagster's default run launcher: one `dagster api execute_run` process per
 run, started by the daemon's code server), a workspace loading `icepack_dagster.definitions`, the
 settings the code location reads (a YAML file named by ICEPACK_CONFIG), and a real `dagster-daemon`.
@@ -34,6 +35,7 @@ import psutil
 import yaml
 
 from bench._fixtures import REPO
+from bench._postgres import production_instance
 
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
 DAEMON = str(Path(sys.executable).with_name("dagster-daemon"))
@@ -73,11 +75,15 @@ class Platform:
         more_locations: tuple[str, ...] = (),
         icepack_module: str | None = None,
         env: dict[str, str] | None = None,
+        postgres_database: str | None = None,
     ) -> None:
         """`more_locations`: Python modules loaded as code locations beside icepack's, each named as its
         module (a baseline job for comparison, for instance); `icepack_module`: a module loaded as
         icepack's location instead of `icepack_dagster.definitions` (a variant of its definitions);
-        `env`: more environment variables for every process of the deployment."""
+        `env`: more environment variables for every process of the deployment; `postgres_database`: a
+        database (bench/_postgres.py) for Dagster's run, event and schedule storage, with the production
+        instance's storage settings, instead of SQLite under DAGSTER_HOME. The run queue's limits stay
+        the repository's `dagster.yaml` (two observation runs at once), so only the storage differs."""
         shutil.rmtree(root, ignore_errors=True)
         self.root = root
         self.home = root / "dagster_home"
@@ -85,6 +91,8 @@ class Platform:
         instance_config = yaml.safe_load((REPO / "dagster.yaml").read_text())
         if queue_interval_seconds is not None:
             instance_config["run_coordinator"]["config"]["dequeue_interval_seconds"] = queue_interval_seconds
+        if postgres_database is not None:
+            instance_config["storage"] = production_instance(postgres_database)["storage"]
         (self.home / "dagster.yaml").write_text(yaml.safe_dump(instance_config))
         self.workspace = root / "workspace.yaml"
         workspace = yaml.safe_load((REPO / "workspace.yaml").read_text())

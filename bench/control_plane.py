@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import sys
 import tracemalloc
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dagster as dg  # noqa: E402
 
-from bench import _tables  # noqa: E402
+from bench import _postgres, _tables  # noqa: E402
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table, timed  # noqa: E402
 from icepack_dagster.config.platform import PlatformSettings  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
@@ -50,26 +48,11 @@ def dagster_instance(postgres: bool) -> Iterator[dg.DagsterInstance]:
         with dg.instance_for_test() as instance:
             yield instance
         return
-    import psycopg2
-    import yaml
-
-    name = f"icepack_bench_{uuid.uuid4().hex[:8]}"
-    admin = psycopg2.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres")
-    admin.autocommit = True
-    with admin.cursor() as cursor:
-        cursor.execute(f'CREATE DATABASE "{name}"')
-    env = {"DAGSTER_PG_HOST": "127.0.0.1", "DAGSTER_PG_PORT": "5432", "DAGSTER_PG_USER": "postgres",
-           "DAGSTER_PG_PASSWORD": "", "DAGSTER_PG_DB": name}
-    os.environ.update(env)
-    production = Path(__file__).resolve().parents[1] / "deploy" / "dagster" / "dagster.prod.yaml"
-    config = yaml.safe_load(production.read_text())
-    try:
-        with dg.instance_for_test(overrides=config) as instance:
-            yield instance
-    finally:
-        with admin.cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+    with (
+        _postgres.fresh_database("dagster") as name,
+        dg.instance_for_test(overrides=_postgres.production_instance(name)) as instance,
+    ):
+        yield instance
 
 
 def tick(defs: dg.Definitions, name: str, instance: dg.DagsterInstance, cursor: str | None) -> Any:

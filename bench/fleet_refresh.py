@@ -45,8 +45,8 @@ from datetime import UTC
 
 from bench._fixtures import Bench, arguments, machine, table  # noqa: E402
 from bench._platform import FINISHED, Platform  # noqa: E402
+from bench._whole_sync import HEALTH_SYNC, ICEPACK_LOCATION, fleet_and_settings  # noqa: E402
 from bench.fleet_refresh_location import RUN_STATUS_SENSOR, VARIANTS  # noqa: E402
-from bench.health_sync_run import HEALTH_SYNC, ICEPACK_LOCATION, fleet_and_settings  # noqa: E402
 from icepack_dagster.defs.asset_keys import DEFAULT_NAMES  # noqa: E402
 from icepack_dagster.defs.fleet.fleet_automation import FLEET_AUTOMATION_SENSOR  # noqa: E402
 from icepack_dagster.defs.health_sync.schedule import SCHEDULE_NAME  # noqa: E402

@@ -18,53 +18,43 @@ libraries). One unmeasured run of each job comes first: the deployment's first r
 modules its code servers did not import.
 
 With `--full-sync` it measures instead a whole sync of every table (100,000 with `--tables 100000`)
-as the deployment runs it: the real `health_sync_schedule`, ticking every minute in the real daemon,
-requests one run per 1,000 tables; the queue starts them within the repository's dagster.yaml limits
-(observation runs two at once); each is a real run process. Once for the first sync (every table new,
-every table written), then for a steady sync (no table changed since), and between them the same steady
-sync's runs executed one after the other in this process, side by side. Printed: the tables each sync
-wrote (a steady sync writes the tables due their periodic rewrite: after a first sync of an hour,
-many of them), wall time from the tick's first run queued to its last run's end, the runs' own times,
-tables per second.
+as the deployment runs it (`bench/_whole_sync.py`): the real `health_sync_schedule` ticking in the real
+daemon, one run per 1,000 tables through the queue, each a real run process; a first sync, a steady
+sync after real commits to 1% of the tables (also run one after the other in this process), and a sync
+after real commits to a quarter of them. With `--postgres`, Dagster's storage and icepack's state
+database are fresh PostgreSQL databases on the local server, dropped afterwards.
 
-    .venv/bin/python bench/health_sync_run.py [--quick] [--tables N] [--rounds N] [--full-sync]
+    .venv/bin/python bench/health_sync_run.py [--quick] [--tables N] [--rounds N] [--full-sync [--postgres]]
 """
 
 from __future__ import annotations
 
-import os
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import dagster as dg
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import _tables  # noqa: E402
-from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
+from bench._fixtures import Bench, arguments, machine, ratio, table  # noqa: E402
 from bench._platform import Platform, RunTimes  # noqa: E402
+from bench._whole_sync import (  # noqa: E402
+    HEALTH_SYNC,
+    ICEPACK_LOCATION,
+    QUIET,
+    fleet_and_settings,
+    full_sync,
+    timed,
+)
 from bench.trivial_location import defs as trivial_defs  # noqa: E402
 from bench.trivial_location import trivial  # noqa: E402
 from icepack_dagster.config.settings import load_settings  # noqa: E402
 from icepack_dagster.definitions import build_definitions  # noqa: E402
-from icepack_dagster.defs.asset_keys import DEFAULT_NAMES  # noqa: E402
-from icepack_dagster.defs.health_sync.job import (  # noqa: E402
-    build_health_sync_job,
-    health_sync_requests,
-    health_sync_run_config,
-)
-from icepack_dagster.defs.health_sync.schedule import SCHEDULE_NAME  # noqa: E402
+from icepack_dagster.defs.health_sync.job import health_sync_run_config  # noqa: E402
 from icepack_dagster.defs.partitions import PARTITIONS_NAME  # noqa: E402
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-ICEPACK_LOCATION = "icepack_dagster"  # workspace.yaml
 TRIVIAL_LOCATION = "bench.trivial_location"
 TRIVIAL_JOB = trivial.name
-HEALTH_SYNC = build_health_sync_job(DEFAULT_NAMES.deployment).name
 
 
 @dataclass(frozen=True)
@@ -89,21 +79,6 @@ class Round:
         return self.run_cpu - self.cpu - self.dagster_share
 
 
-def cpu_seconds() -> float:
-    """This process's CPU seconds and those of its children that ended: Dagster's compute-log capture
-    starts `tail` and watcher processes for every run, in process as in a run process, and the run
-    process's figure (`Platform.run_measuring_cpu`) counts its children too."""
-    times = os.times()
-    return times.user + times.system + times.children_user + times.children_system
-
-
-def timed(work: Callable[[], Any]) -> tuple[float, float, Any]:
-    """(wall seconds, CPU seconds of this process and its ended children, result)."""
-    wall, cpu = time.perf_counter(), cpu_seconds()
-    result = work()
-    return time.perf_counter() - wall, cpu_seconds() - cpu, result
-
-
 def real_run(
     platform: Platform, job: str, run_config: dict[str, Any], location: str
 ) -> tuple[RunTimes, float]:
@@ -121,12 +96,14 @@ def main() -> None:
             p.add_argument("--rounds", type=int, default=3, help="in-process/real-run pairs (default 3)"),
             p.add_argument("--full-sync", action="store_true",
                            help="a whole sync of every table through the real schedule and queue instead"),
+            p.add_argument("--postgres", action="store_true",
+                           help="with --full-sync: Dagster's storage and icepack's state in PostgreSQL"),
         ),
     )
     bench = Bench(args.workdir)
     count = args.tables or (200 if args.quick else 1_000)
     if args.full_sync:
-        full_sync(bench, count)
+        full_sync(bench, count, args.postgres)
         return
     print(f"Health-sync run benchmark ({count:,} tables); {machine()}")
     keys, config = fleet_and_settings(bench, count, {"health_sync_batch_size": count}, status_workers=1)
@@ -208,130 +185,6 @@ def print_results(count: int, first_wall: float, rounds: list[Round]) -> None:
          "icepack's share CPU s"],
         shares,
     )
-
-
-def fleet_and_settings(
-    bench: Bench, count: int, platform: dict[str, Any], **more: Any
-) -> tuple[list[Any], dict[str, Any]]:
-    """bench/control_plane.py's fleet of `count` critical tables (made once per work directory) and the
-    settings of a deployment that syncs it, its sensors stopped, with `platform` knobs on top."""
-    wall, _, keys = timed(lambda: _tables.fleet(bench, count, prefix=f"ctl{count}", appends=8))
-    print(f"fleet of {count:,} registered tables ready in {wall:.1f} s (made once per work directory)")
-    config: dict[str, Any] = {
-        "home": str(bench.workdir / "home"),
-        "catalogs": {"lake": {"kind": "embedded"}},
-        "spark": {"master": "local[2]", "driver_memory": "2g"},
-        "include": [f"lake.{NAMESPACE}.ctl{count}_[0-9]*"],
-        "platform": {"sensors_running_by_default": False} | platform,
-        **more,
-    }
-    return keys, config
-
-
-def full_sync(bench: Bench, count: int) -> None:
-    """A first and a steady sync of `count` tables as real runs through the real schedule and queue,
-    with the steady sync also run serially in this process."""
-    print(f"Whole health sync of {count:,} tables as real runs; {machine()}")
-    keys, config = fleet_and_settings(bench, count, {"health_sync_cron": "* * * * *"})
-    settings = load_settings(**config)
-    job = build_definitions(settings).resolve_job_def(HEALTH_SYNC)
-    batch = settings.platform.health_sync_batch_size
-    platform = Platform(bench.workdir / f"platform-sync{count}", config, queue_interval_seconds=1)
-    rows: list[list[Any]] = []
-    try:
-        platform.instance.add_dynamic_partitions(PARTITIONS_NAME, [key.text for key in keys])
-        platform.start()
-        first = scheduled_sync(platform, len(range(0, count, batch)))
-        rows.append(sync_row(platform, "first sync (every table new), real runs", count, first))
-        # the schedule's own batches: the partitions in the instance's order, as its tick reads them
-        partitions = platform.instance.get_dynamic_partitions(PARTITIONS_NAME)
-        requests = health_sync_requests(
-            HEALTH_SYNC, partitions, batch, "bench", settings.platform.health_sync_writes
-        )
-        serial, _, results = timed(lambda: [
-            job.execute_in_process(instance=platform.instance, run_config=dict(request.run_config) | QUIET)
-            for request in requests
-        ])
-        assert all(result.success for result in results)
-        written = tables_written(platform, [result.run_id for result in results])
-        rows.append([f"steady sync, its {len(requests)} runs one after the other in this process", count,
-                     written, len(requests), serial, "-", serial / len(requests), "-", "-", count / serial])
-        steady = scheduled_sync(platform, len(requests))
-        rows.append(sync_row(platform, "steady sync (no table changed), real runs", count, steady))
-    finally:
-        platform.stop()
-    table(
-        f"A whole health sync of {count:,} tables: the real schedule's tick, the queue (observation runs "
-        "two at once, the repository's dagster.yaml), Dagster's default run launcher, SQLite storage",
-        ["sync", "tables", "written", "runs", "wall s (first queued to last end)", "at most at once",
-         "per run s (launch to end)", "of which process start s", "slowest run s", "tables/s"],
-        rows,
-    )
-    print(f"\nsteady sync as real runs vs its runs one after the other in one process: "
-          f"{ratio(sync_wall(steady), serial)} of the wall time")
-
-
-def scheduled_sync(platform: Platform, runs: int) -> list[RunTimes]:
-    """Start the schedule, wait for the tick that requests `runs` health-sync runs, stop the schedule
-    (no second tick joins), and wait for those runs: their times, ordered by end."""
-    health_sync = dg.RunsFilter(job_name=HEALTH_SYNC)
-    known = {r.dagster_run.run_id for r in platform.instance.get_run_records(filters=health_sync)}
-
-    def new_runs() -> list[str]:
-        records = platform.instance.get_run_records(filters=health_sync)
-        return [r.dagster_run.run_id for r in records if r.dagster_run.run_id not in known]
-
-    platform.schedule("start", SCHEDULE_NAME, location=ICEPACK_LOCATION)
-    deadline = time.monotonic() + 180
-    while len(requested := new_runs()) < runs:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(requested)} of {runs} runs requested after 180 s; see {platform.log}")
-        time.sleep(0.5)
-    platform.schedule("stop", SCHEDULE_NAME, location=ICEPACK_LOCATION)
-    requested = new_runs()
-    assert len(requested) == runs, f"{len(requested)} runs requested, expected {runs} (a second tick?)"
-    times = platform.wait(requested, timeout=7_200)
-    failed = [t.run_id for t in times if t.status != dg.DagsterRunStatus.SUCCESS]
-    assert not failed, f"runs that did not succeed: {failed}; see {platform.log}"
-    return sorted(times, key=lambda t: t.ended)
-
-
-def at_most_at_once(times: list[RunTimes]) -> int:
-    """The most runs that were between launch and end at the same moment."""
-    edges = sorted([(t.launched, 1) for t in times] + [(t.ended, -1) for t in times])
-    running = peak = 0
-    for _, step in edges:
-        running += step
-        peak = max(peak, running)
-    return peak
-
-
-def tables_written(platform: Platform, run_ids: list[str]) -> int:
-    """Tables whose `table_health` the runs wrote: all of them in a first sync; in a steady one those
-    that changed or were due their periodic rewrite (hourly for a table needing attention, each at its
-    own moment: `domain/health/sync_writes.py`), so a sync after a long first one writes more."""
-    kind = dg.DagsterEventType.ASSET_MATERIALIZATION
-    return sum(
-        1
-        for run_id in run_ids
-        for record in platform.instance.get_records_for_run(run_id, of_type=kind, limit=1_000_000).records
-        if (event := record.event_log_entry.dagster_event) is not None
-        and event.asset_key == DEFAULT_NAMES.table_health
-    )
-
-
-def sync_wall(times: list[RunTimes]) -> float:
-    """From the first run queued to the last run's end (`times` ordered by end)."""
-    return times[-1].ended - min(t.created for t in times)
-
-
-def sync_row(platform: Platform, name: str, count: int, times: list[RunTimes]) -> list[Any]:
-    wall = sync_wall(times)
-    written = tables_written(platform, [t.run_id for t in times])
-    return [name, count, written, len(times), wall, at_most_at_once(times),
-            sum(t.launch_to_end for t in times) / len(times),
-            sum(t.process_start for t in times) / len(times),
-            max(t.launch_to_end for t in times), count / wall]
 
 
 if __name__ == "__main__":
