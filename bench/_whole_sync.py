@@ -131,7 +131,7 @@ def full_sync(bench: Bench, count: int, postgres: bool) -> None:
         committed, commit_seconds = commit_to(bench, keys[0::100])
         partitions = platform.instance.get_dynamic_partitions(PARTITIONS_NAME)
         requests = health_sync_requests(
-            HEALTH_SYNC, partitions, batch, "bench", settings.platform.health_sync_writes
+            DEFAULT_NAMES, partitions, batch, "bench", settings.platform.health_sync_writes
         )
         load = os.getloadavg()[0]
         serial, _, results = timed(lambda: [
