@@ -142,6 +142,7 @@ def full_sync(bench: Bench, count: int, postgres: bool) -> None:
         in_process = Sync("steady sync (1% changed), its runs one after the other in this process", [],
                           committed, commit_seconds, load)
         account(platform, in_process, [result.run_id for result in results])
+        print(f"{in_process.name}: {serial:.0f} s, {in_process.written:,} written")
 
         committed, commit_seconds = commit_to(bench, keys[1::100])
         syncs.append(scheduled_sync(platform, "steady sync (1% changed), real runs", runs, databases,
@@ -187,10 +188,10 @@ def scheduled_sync(
     failed = [t.run_id for t in times if t.status != dg.DagsterRunStatus.SUCCESS]
     assert not failed, f"runs that did not succeed: {failed}; see {platform.log}"
     sync = Sync(name, sorted(times, key=lambda t: t.ended), committed, commit_seconds, load)
-    print(f"{name}: {sync_wall(sync.times):.0f} s")
     if databases:
         sync.rows = _postgres.writes_between(before, _postgres.row_writes(databases))
     account(platform, sync, requested)
+    print(f"{name}: {sync_wall(sync.times):.0f} s, {sync.written:,} written")
     return sync
 
 
