@@ -6,25 +6,40 @@ A. Re-status of a fleet when 1% of its tables changed (real PyIceberg appends): 
 B. A new process (every health-sync run is one) measuring a large table again: manifest summaries
    from the state database (`ManifestSummaryStore`, SQLite here) vs decoding every manifest, side by
    side.
+C. The status of a table changed by one real append (PyIceberg), side by side in one process: from its
+   snapshot summaries and manifest list (`summary_status`) against today's read of its manifests with
+   the manifest cache as a health-sync run has it (empty in memory, every earlier manifest in the state
+   database, the new one decoded and stored); same health checked.
 
     .venv/bin/python bench/incremental_status.py [--quick]
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
-from datetime import UTC, datetime
+import uuid
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import _tables  # noqa: E402
-from bench._fixtures import Bench, arguments, machine, ratio, table, timed  # noqa: E402
+from bench._fixtures import Bench, arguments, best_of, machine, ratio, table, timed  # noqa: E402
+from icepack_dagster.domain.health.judging import assess_health  # noqa: E402
+from icepack_dagster.domain.table.status import TableStatus  # noqa: E402
 from icepack_dagster.iceberg.manifest_cache import ManifestCache  # noqa: E402
 from icepack_dagster.iceberg.status_reader import read_status  # noqa: E402
 from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker  # noqa: E402
+from icepack_dagster.iceberg.summary_status import summary_status  # noqa: E402
 from icepack_dagster.store.manifest_store import ManifestSummaryStore  # noqa: E402
+
+RUNS = 5
 
 
 def main() -> None:
@@ -67,6 +82,84 @@ def main() -> None:
         ["summaries", "wall s", "cpu s", "manifests decoded", "from the store", "decode / store"],
         stored_summaries(bench, big_key),
     )
+
+    sizes = [(22, 2_000, 20)] if args.quick else [(22, 10_000, 40), (22, 100_000, 300)]
+    rows = [row for size in sizes for row in summary_against_manifests(bench, *size)]
+    table(
+        f"C. Status of a table after one append (best of {RUNS}; CPU s of this process): summary path = "
+        "walking main's new commits, summing their summaries, reading the manifest list, judging both "
+        "ends of the bounds; manifests = reading the manifest list, the state database's summaries of "
+        "every earlier manifest, decoding and storing the new one, folding all (today's path)",
+        ["table", "path", "wall ms", "cpu ms", "manifests", "manifests / summary", "with the load"],
+        rows,
+    )
+
+
+def summary_against_manifests(bench: Bench, columns: int, files: int, manifests: int) -> list[list[Any]]:
+    """A copy of a generated table (small files under 1 MiB, so it is healthy), measured in full with the
+    state database filling; one row appended; then its status by each path, each repetition with the
+    state database as the run before left it."""
+    generated = _tables.key(_tables.generated(bench, columns, files, manifests))
+    source = bench.catalog.load_table(generated.identifier)
+    name = f"summary_{files}f_{manifests}m"
+    key = _tables.key(name)
+    if bench.exists(name):
+        bench.catalog.drop_table(key.identifier)  # the catalog entry only; a new copy is registered
+    metadata = json.loads(Path(urlparse(source.metadata_location).path).read_text())
+    location = (bench.workdir / "summary" / f"{name}-{uuid.uuid4().hex[:8]}").resolve()
+    (location / "metadata").mkdir(parents=True)
+    metadata |= {"location": location.as_uri(), "table-uuid": str(uuid.uuid4())}
+    small = {"icepack.small-file-threshold-bytes": str(1 << 20)}
+    metadata["properties"] = metadata.get("properties", {}) | small
+    copy = location / "metadata" / f"00000-{uuid.uuid4()}.metadata.json"
+    copy.write_text(json.dumps(metadata))
+    bench.catalog.register_table(key.identifier, copy.as_uri())
+
+    thresholds, now = bench.settings.thresholds, datetime.now(UTC)
+    before = bench.workdir / f"bench-summary-{name}-before.db"
+    before.unlink(missing_ok=True)
+    store = ManifestSummaryStore(f"sqlite:///{before}")
+    first = bench.catalog.load_table(key.identifier)
+    known = read_status(first, key, thresholds, now, 1, ManifestCache(store=store))
+    row = {field.name: _value(field.type) for field in source.schema().as_arrow()}
+    appended = bench.catalog.load_table(key.identifier)
+    appended.append(pa.Table.from_pylist([row], schema=appended.schema().as_arrow()))
+
+    loaded = bench.catalog.load_table(key.identifier)
+    stores = []
+    for run in range(RUNS):  # each repetition finds the state database as the run before left it
+        path = bench.workdir / f"bench-summary-{name}-run{run}.db"
+        shutil.copyfile(before, path)
+        stores.append(ManifestSummaryStore(f"sqlite:///{path}"))
+        stores[-1].count()  # a run's connection is open before its tables are measured
+    unused = iter(stores)
+
+    def manifests() -> TableStatus:
+        return read_status(loaded, key, thresholds, now, 1, ManifestCache(store=next(unused)))
+
+    full_wall, full_cpu, full = best_of(RUNS, manifests)
+    fast_wall, fast_cpu, fast = best_of(RUNS, lambda: summary_status(loaded, key, known, thresholds, now))
+    load_wall, _, _ = best_of(RUNS, lambda: bench.catalog.load_table(key.identifier))
+    assert isinstance(fast, TableStatus), f"the summary path was not taken: {fast}"
+    assert assess_health(fast, thresholds) == assess_health(full, thresholds)
+    assert (fast.live_data_files, fast.total_records, fast.live_data_bytes, fast.manifest_count) == (
+        full.live_data_files, full.total_records, full.live_data_bytes, full.manifest_count
+    )
+    label = f"{files:,} files / {full.manifest_count} manifests"
+    with_load = ratio(full_wall + load_wall, fast_wall + load_wall)
+    return [
+        [label, "manifests (today)", full_wall * 1000, full_cpu * 1000, full.manifest_count, "-", "-"],
+        [label, "summary path", fast_wall * 1000, fast_cpu * 1000, 1, ratio(full_wall, fast_wall), with_load],
+    ]
+
+
+def _value(kind: pa.DataType) -> Any:
+    """One value of an Arrow type of the generated tables' schema."""
+    if pa.types.is_date(kind):
+        return date(2026, 11, 26)
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "appended"
+    return 1.5 if pa.types.is_floating(kind) else 7
 
 
 def stored_summaries(bench: Bench, key: Any) -> list[list[Any]]:

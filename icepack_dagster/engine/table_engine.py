@@ -155,7 +155,10 @@ class Engine:
         thresholds = self.settings.thresholds
         for name, catalog_keys in by_catalog.items():
             tracker = StatusTracker(
-                cache=self.manifest_cache, workers=self.settings.status_workers, table_workers=table_workers
+                cache=self.manifest_cache,
+                workers=self.settings.status_workers,
+                table_workers=table_workers,
+                from_summaries=self.settings.status_from_summaries,
             )
             for key in catalog_keys:
                 if key in known:
