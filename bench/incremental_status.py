@@ -34,10 +34,10 @@ from bench import _tables  # noqa: E402
 from bench._fixtures import Bench, arguments, best_of, machine, ratio, table, timed  # noqa: E402
 from icepack_dagster.domain.health.judging import assess_health  # noqa: E402
 from icepack_dagster.domain.table.status import TableStatus  # noqa: E402
+from icepack_dagster.iceberg.incremental_status.status_tracker import FleetRefresh, StatusTracker  # noqa: E402
+from icepack_dagster.iceberg.incremental_status.summary_status import summary_status  # noqa: E402
 from icepack_dagster.iceberg.manifest_cache import ManifestCache  # noqa: E402
 from icepack_dagster.iceberg.status_reader import current_manifests, read_status  # noqa: E402
-from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker  # noqa: E402
-from icepack_dagster.iceberg.summary_status import summary_status  # noqa: E402
 from icepack_dagster.store.manifest_store import ManifestSummaryStore, manifest_summaries  # noqa: E402
 from icepack_dagster.store.state_database import open_state_database  # noqa: E402
 

@@ -40,8 +40,8 @@ from icepack_dagster.engine.maintenance_run import TABLE_GONE, JudgedMaintenance
 from icepack_dagster.exceptions import IcepackError, TableNotFoundError
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables, matches
+from icepack_dagster.iceberg.incremental_status.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.manifest_cache import ManifestCache
-from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
 from icepack_dagster.store.history_store import HistoryStore
 from icepack_dagster.store.manifest_store import ManifestSummaryStore

@@ -28,8 +28,8 @@ from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import CatalogUnavailableError
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.iceberg.incremental_status.status_tracker import StatusTracker
 from icepack_dagster.iceberg.status_reader import read_status
-from icepack_dagster.iceberg.status_tracker import StatusTracker
 from tests.iceberg.test_status_reader import _table
 from tests.network import free_port
 

@@ -26,9 +26,9 @@ from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.iceberg.incremental_status.status_tracker import StatusTracker
+from icepack_dagster.iceberg.incremental_status.summary_status import summary_status
 from icepack_dagster.iceberg.status_reader import read_status
-from icepack_dagster.iceberg.status_tracker import StatusTracker
-from icepack_dagster.iceberg.summary_status import summary_status
 from tests.iceberg.test_status_reader import _table, spark_facts
 
 pytestmark = pytest.mark.spark

@@ -24,7 +24,7 @@ from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.iceberg.status_tracker import StatusTracker
+from icepack_dagster.iceberg.incremental_status.status_tracker import StatusTracker
 from tests.config.catalogs.conftest import S3_ACCESS_KEY_ID, S3_REGION, S3_SECRET_ACCESS_KEY
 from tests.config.catalogs.servers import Exchange, RecordingProxy
 from tests.config.catalogs.test_glue_catalog import glue_settings

@@ -228,8 +228,8 @@ class StatusTracker:
     ) -> tuple[TableStatus, tuple[int, int] | None]:
         """The table's status, from its summaries where they suffice, and its snapshot span (PyIceberg's
         readers, imported only when a table is read)."""
+        from icepack_dagster.iceberg.incremental_status.summary_status import summary_status
         from icepack_dagster.iceberg.status_reader import read_status, snapshot_span
-        from icepack_dagster.iceberg.summary_status import summary_status
 
         found = summary_status(table, key, known, thresholds, now) if known and self.from_summaries else None
         if not isinstance(found, TableStatus):
