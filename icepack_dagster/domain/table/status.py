@@ -150,6 +150,15 @@ class TableStatus(FrozenModel):
         return self.manifests_read_at if self.manifests_read_at is not None else self.snapshot_id
 
     @property
+    def small_files_known(self) -> str:
+        """The small-file count as exactly as the status knows it, for a sentence: `12`, or for a summary
+        status its bounds now, `12-15`."""
+        if self.carried is None:
+            return str(self.small_file_count)
+        low, high = self.carried.small_files
+        return f"{low}-{high}"
+
+    @property
     def small_file_ratio(self) -> float:
         return self.small_file_count / self.live_data_files if self.live_data_files else 0.0
 

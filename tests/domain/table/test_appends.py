@@ -113,6 +113,7 @@ def test_a_summary_status_says_what_it_carries_and_old_statuses_read_as_full() -
     summary = make_status(depth="summary", carried=bounds, manifests_read_at=1, snapshot_id=2)
     assert TableStatus.model_validate_json(summary.model_dump_json()) == summary
     assert summary.entries_read_at == 1 and make_status(snapshot_id=4).entries_read_at == 4
+    assert (summary.small_files_known, make_status(small_file_count=3).small_files_known) == ("0-1", "3")
 
     stored = make_status().model_dump(mode="json")
     for field in ("depth", "manifests_read_at", "carried"):
