@@ -12,15 +12,20 @@ hold; otherwise the manifests are read exactly as before (`status_reader.read_st
    `-position-deletes`, `-equality-deletes`) are the known figures plus the appends, with no delete file;
 5. the manifest list (read: one file) lists as many live data files as those totals, and no live
    delete file;
-6. the health is the same at both ends of the carried bounds, with no issue that needs manifest entries
-   (`domain/health/summary_sufficiency.py`).
+6. at the high ends of the carried bounds (every appended file counted small and mergeable) there is no
+   issue that needs manifest entries (SMALL_FILES, FINE_PARTITIONING, DELETE_FILE_BUILDUP): then none
+   shows anywhere within the bounds, and the health at both ends is a full read's
+   (`domain/health/summary_sufficiency.py` says why).
 
 What is then exact: everything the metadata file gives (as in a full status), the data files, records and
-bytes (the summary totals), the delete fields (none), and the manifest counts and bytes (the manifest
-list). What is carried from the snapshot the manifest entries were last read at (`manifests_read_at`):
-the small files and their bytes, the size histogram, the partition count and the layout's candidates,
-with bounds (`carried`); the layout's specs are today's. A summary status known later is extended the same
-way, its bounds widening with each append, until a full read is needed again.
+bytes (the known figures plus the appends, equal to the summary totals), the delete fields (none), and the
+manifest counts and bytes (the manifest list: read so that health and the manifest-rewrite plan, which
+read them, are exact; a merging append can fold manifests together and no summary gives a manifest's
+size, so bounds on them could not keep that plan). What is carried from the snapshot the manifest
+entries were last read at (`manifests_read_at`): the small files and their bytes, the size histogram, the
+partition count and the layout's candidates, with bounds (`carried`); the layout's specs are today's. A
+summary status known later is extended the same way, its bounds widening with each append, until a full
+read is needed again.
 """
 
 from __future__ import annotations
