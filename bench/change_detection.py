@@ -33,7 +33,7 @@ from bench._fixtures import NAMESPACE, Bench, arguments, machine, table, timed  
 from icepack_dagster.config.settings import IcepackSettings, load_settings  # noqa: E402
 from icepack_dagster.domain.table.key import TableKey  # noqa: E402
 from icepack_dagster.iceberg.catalogs import CatalogSet  # noqa: E402
-from icepack_dagster.iceberg.status_tracker import StatusTracker  # noqa: E402
+from icepack_dagster.iceberg.incremental_status.status_tracker import StatusTracker  # noqa: E402
 from tests import tiers  # noqa: E402
 from tests.config.catalogs.servers import (  # noqa: E402
     ETAG_REST_SERVER,

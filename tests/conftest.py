@@ -164,9 +164,12 @@ def namespace(request: pytest.FixtureRequest, catalogs: CatalogSet) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Property tests judge correctness, not speed: Hypothesis's per-example deadline (200 ms) fails
-    healthy examples on a loaded 2-core machine, so it is off for the whole run."""
-    hypothesis.settings.register_profile("icepack", deadline=None)
-    hypothesis.settings.load_profile("icepack")
+    healthy examples on a loaded 2-core machine, so it is off for the whole run. The examples are the
+    same on every run (`derandomize`), so a submission's result does not depend on its luck; set
+    ICEPACK_HYPOTHESIS_PROFILE=explore to draw new examples when hunting for bugs."""
+    hypothesis.settings.register_profile("icepack", deadline=None, derandomize=True)
+    hypothesis.settings.register_profile("explore", deadline=None)
+    hypothesis.settings.load_profile(os.environ.get("ICEPACK_HYPOTHESIS_PROFILE", "icepack"))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

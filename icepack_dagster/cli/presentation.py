@@ -38,13 +38,31 @@ def _rows(pairs: list[tuple[str, Any]]) -> str:
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in pairs)
 
 
+def _carried(s: TableStatus) -> tuple[str, str, str]:
+    """Small files, the as-of note of the size histogram, and partitions, as exact as the status is: a
+    summary status gives bounds now and its figures as of the snapshot they were read at."""
+    small = f"{s.small_file_count} under {human_bytes(s.small_file_threshold_bytes)}"
+    if s.carried is None:
+        return small, "", str(s.partition_count)
+    c, at = s.carried, f"as of snapshot {s.manifests_read_at}"
+    since = f"{c.data_files_added} data files appended since"
+    return (
+        f"{c.small_files[0]}-{c.small_files[1]} under {human_bytes(s.small_file_threshold_bytes)} "
+        f"({s.small_file_count} {at}, {since})",
+        f" ({at}, {since})",
+        f"{c.partitions[0]}-{c.partitions[1]} ({s.partition_count} {at})",
+    )
+
+
 def format_status(name: str, s: TableStatus) -> str:
     histogram = ", ".join(f"{b.label}: {b.file_count}" for b in s.file_size_histogram if b.file_count)
-    return f"{name}  (format v{s.format_version}, snapshot {s.snapshot_id})\n" + _rows(
+    small, sizes_at, partitions = _carried(s)
+    source = "" if s.depth == "full" else ", from snapshot summaries"
+    return f"{name}  (format v{s.format_version}, snapshot {s.snapshot_id}{source})\n" + _rows(
         [
             ("live data files", f"{s.live_data_files} ({human_bytes(s.live_data_bytes)})"),
-            ("small files", f"{s.small_file_count} under {human_bytes(s.small_file_threshold_bytes)}"),
-            ("file sizes", histogram or "-"),
+            ("small files", small),
+            ("file sizes", (histogram or "-") + sizes_at),
             (
                 "delete files",
                 f"{s.live_delete_files} ({s.leftover_position_delete_files} position, "
@@ -53,7 +71,7 @@ def format_status(name: str, s: TableStatus) -> str:
             ("deleted rows", f"{s.deletion_vector_records} by deletion vectors ({s.deleted_row_share:.1%})"),
             ("records", s.total_records),
             ("manifests", f"{s.manifest_count} ({human_bytes(s.manifest_bytes)})"),
-            ("partitions", s.partition_count),
+            ("partitions", partitions),
             ("snapshots", f"{s.snapshot_count}, oldest {human_age(s.oldest_snapshot_age_seconds)} old"),
             ("metadata log", s.metadata_log_entries),
             ("branches / tags", f"{s.branch_count} / {s.tag_count}"),

@@ -53,6 +53,11 @@ class PlatformSettings(FrozenModel):
         default=2000, ge=1, description="Partitions of dropped tables the discovery sensor removes per tick"
     )
     maintenance_interval_seconds: int = Field(default=30, ge=5, description="Maintenance sensor cadence")
+    fleet_summary_interval_seconds: int = Field(
+        default=120, ge=5,
+        description="How often the fleet summary's automation condition is evaluated, so at most one "
+        "refresh run starts per interval however busy maintenance is",
+    )
     max_maintenance_in_flight: int = Field(
         default=2, ge=1, le=1000, description="Maintenance runs queued or running at once, all tables"
     )

@@ -72,6 +72,12 @@ class IcepackSettings(BaseSettings):
         "of it); the longest a crashed maintenance can keep the table from being maintained",
     )
     status_workers: int = Field(default=8, ge=1, le=64, description="Manifests read in parallel")
+    status_from_summaries: bool = Field(
+        default=True,
+        description="A health sync measures a table changed only by appends from its snapshot summaries "
+        "and manifest list when that cannot change its health or plan (docs/STATUS.md); false reads "
+        "the manifests of every changed table",
+    )
     store_manifest_summaries: bool = Field(
         default=True,
         description="Keep manifest summaries in the state database, so a new process (a health-sync run) "

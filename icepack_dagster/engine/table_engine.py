@@ -40,8 +40,8 @@ from icepack_dagster.engine.maintenance_run import TABLE_GONE, JudgedMaintenance
 from icepack_dagster.exceptions import IcepackError, TableNotFoundError
 from icepack_dagster.iceberg.catalogs import CatalogSet, load_table
 from icepack_dagster.iceberg.discovery import DiscoveryResult, discover_tables, matches
+from icepack_dagster.iceberg.incremental_status.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.manifest_cache import ManifestCache
-from icepack_dagster.iceberg.status_tracker import FleetRefresh, StatusTracker
 from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
 from icepack_dagster.store.history_store import HistoryStore
 from icepack_dagster.store.manifest_store import ManifestSummaryStore
@@ -155,7 +155,10 @@ class Engine:
         thresholds = self.settings.thresholds
         for name, catalog_keys in by_catalog.items():
             tracker = StatusTracker(
-                cache=self.manifest_cache, workers=self.settings.status_workers, table_workers=table_workers
+                cache=self.manifest_cache,
+                workers=self.settings.status_workers,
+                table_workers=table_workers,
+                from_summaries=self.settings.status_from_summaries,
             )
             for key in catalog_keys:
                 if key in known:

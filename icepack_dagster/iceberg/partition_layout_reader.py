@@ -29,6 +29,25 @@ def _source(metadata: TableMetadata, source_id: int) -> tuple[str | None, str | 
     return None, None
 
 
+def spec_layouts(metadata: TableMetadata) -> tuple[PartitionSpecLayout, ...]:
+    """Every partition spec the table has had, with its fields' transforms and source columns."""
+    return tuple(
+        PartitionSpecLayout(
+            spec_id=spec.spec_id,
+            fields=tuple(
+                PartitionField(
+                    name=field.name,
+                    transform=str(field.transform),
+                    source_column=_source(metadata, field.source_id)[0],
+                    source_type=_source(metadata, field.source_id)[1],
+                )
+                for field in spec.fields
+            ),
+        )
+        for spec in metadata.partition_specs
+    )
+
+
 def partition_layout(
     metadata: TableMetadata, refs: list[ManifestRef], summaries: list[ManifestSummary], small: int
 ) -> PartitionLayout:
@@ -47,21 +66,6 @@ def partition_layout(
                 counts[index] = None if count is None or counts[index] is None else counts[index] + count
             counts[8] += files.deletion_vectors
             counts[9] += files.deleted_rows
-    specs = tuple(
-        PartitionSpecLayout(
-            spec_id=spec.spec_id,
-            fields=tuple(
-                PartitionField(
-                    name=field.name,
-                    transform=str(field.transform),
-                    source_column=_source(metadata, field.source_id)[0],
-                    source_type=_source(metadata, field.source_id)[1],
-                )
-                for field in spec.fields
-            ),
-        )
-        for spec in metadata.partition_specs
-    )
     candidates = tuple(
         PartitionCandidates(
             spec_id=spec_id,
@@ -81,7 +85,7 @@ def partition_layout(
     )
     return PartitionLayout(
         current_spec_id=metadata.default_spec_id,
-        specs=specs,
+        specs=spec_layouts(metadata),
         large_file_threshold_bytes=large_file_threshold(small),
         candidates=candidates,
     )

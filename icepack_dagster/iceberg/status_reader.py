@@ -161,6 +161,16 @@ def current_manifests(table: Table, name: str) -> list[ManifestRef]:
         raise unreadable_metadata(name, what, error) from error
 
 
+def manifest_facts(refs: list[ManifestRef]) -> dict[str, Any]:
+    """The status fields the manifest list alone determines."""
+    return {
+        "manifest_count": len(refs),
+        "data_manifest_count": sum(1 for ref in refs if ref.content != MANIFEST_CONTENT_DELETES),
+        "delete_manifest_count": sum(1 for ref in refs if ref.content == MANIFEST_CONTENT_DELETES),
+        "manifest_bytes": sum(ref.length for ref in refs),
+    }
+
+
 def read_status(
     table: Table,
     key: TableKey,
@@ -211,10 +221,7 @@ def read_status(
         small_file_count=sum(s.small_files for s in summaries),
         small_file_bytes=sum(s.small_bytes for s in summaries),
         file_size_histogram=_histogram(histogram),
-        manifest_count=len(refs),
-        data_manifest_count=sum(1 for ref in refs if ref.content != MANIFEST_CONTENT_DELETES),
-        delete_manifest_count=sum(1 for ref in refs if ref.content == MANIFEST_CONTENT_DELETES),
-        manifest_bytes=sum(ref.length for ref in refs),
+        **manifest_facts(refs),
         partition_count=len(partitions),
         layout=partition_layout(metadata, refs, summaries, small),
         snapshot_graph=snapshot_graph(metadata),

@@ -58,12 +58,14 @@ def test_definitions_load_and_validate(settings: IcepackSettings, platform: Plat
 
 def test_platform_knobs_reach_definitions(settings: IcepackSettings) -> None:
     platform = PlatformSettings(
-        health_sync_cron="0 * * * *", sensors_running_by_default=False, maintenance_interval_seconds=17
+        health_sync_cron="0 * * * *", sensors_running_by_default=False, maintenance_interval_seconds=17,
+        fleet_summary_interval_seconds=240,
     )
     defs = build_definitions(settings_with_platform(settings, platform))
     assert defs.resolve_schedule_def("health_sync_schedule").cron_schedule == "0 * * * *"
     sensor = defs.resolve_sensor_def("maintenance_sensor")
     assert sensor.minimum_interval_seconds == 17
+    assert defs.resolve_sensor_def("fleet_automation_sensor").minimum_interval_seconds == 240
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
 
 

@@ -3,7 +3,9 @@ is not read at all (its status survives the loss of its metadata file) and only 
 `now`; a changed table is read again, decoding only new manifests; a dropped table is a failure naming
 it, the others are still measured. What a tracker knows can come from another process (`remember`, as
 the platform seeds it from the last materialized status); a status measured under other file-size
-limits is measured again. Tables are read in parallel with the same results, in both catalogs. A SQL
+limits is measured again. (With `from_summaries`, the default, an appended table may be measured
+from its snapshot summaries instead: tests/iceberg/test_summary_status.py.) Tables are read in parallel
+with the same results, in both catalogs. A SQL
 catalog's table list is read from the catalog's own table, and the catalog is opened through PyIceberg
 only when a table must be loaded: a refresh of unchanged tables never opens it. A catalog database
 nothing ever opened (no `iceberg_tables` yet) has no tables; one that does not answer fails every table
@@ -26,8 +28,8 @@ from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.exceptions import CatalogUnavailableError
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.iceberg.incremental_status.status_tracker import StatusTracker
 from icepack_dagster.iceberg.status_reader import read_status
-from icepack_dagster.iceberg.status_tracker import StatusTracker
 from tests.iceberg.test_status_reader import _table
 from tests.network import free_port
 
@@ -70,7 +72,7 @@ def _tables(spark: Any, catalogs: CatalogSet, catalog: str, namespace: str, coun
 @CATALOGS
 def test_refresh_reads_only_changed_tables(spark, catalogs, namespace, catalog) -> None:
     keys = _tables(spark, catalogs, catalog, namespace, 3)
-    tracker, now = StatusTracker(), datetime.now(UTC)
+    tracker, now = StatusTracker(from_summaries=False), datetime.now(UTC)  # summaries: test_summary_status
 
     first = tracker.refresh(catalogs, catalog, keys, THRESHOLDS, now)
     assert first.read == tuple(k.text for k in keys) and not first.unchanged and not first.failures
@@ -130,7 +132,7 @@ def test_a_remembered_status_spares_the_read_in_a_new_process(spark, catalogs, n
     }
     spark.sql(f"INSERT INTO {catalog}.{namespace}.fleet_2 VALUES (7)")
 
-    tracker = StatusTracker(table_workers=3)
+    tracker = StatusTracker(table_workers=3, from_summaries=False)
     for key, status in remembered.items():
         tracker.remember(key, status)
     later = now + timedelta(minutes=15)

@@ -37,7 +37,7 @@ SHIPPED = """
 from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.definitions import build_definitions
 
-PLATFORM = PlatformSettings(sensors_running_by_default=False, maintenance_interval_seconds=5)
+PLATFORM = PlatformSettings(sensors_running_by_default=False, fleet_summary_interval_seconds=5)
 defs = build_definitions(SETTINGS.model_copy(update={"platform": PLATFORM}))
 """
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}

@@ -71,7 +71,9 @@ def test_a_summary_survives_the_round_trip(catalogs: CatalogSet, namespace: str)
 def test_a_new_process_decodes_only_new_manifests(
     settings: IcepackSettings, catalogs: CatalogSet, namespace: str, state_url: str
 ) -> None:
-    scoped = settings.model_copy(update={"state_url": SecretStr(state_url), "store_manifest_summaries": True})
+    scoped = settings.model_copy(update={
+        "state_url": SecretStr(state_url), "store_manifest_summaries": True, "status_from_summaries": False,
+    })
     key = _partitioned_table(catalogs, namespace, "streaming", appends=4)
 
     first_run = Engine(scoped, catalogs=catalogs)

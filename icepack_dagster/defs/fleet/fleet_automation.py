@@ -2,6 +2,12 @@
 the deployment's own automation condition sensor, which starts on as the deployment's other sensors do
 (the component's `automation` attribute).
 
+The sensor ticks every `fleet_summary_interval_seconds` (2 minutes), not at the maintenance sensor's
+cadence: a refresh is a run of its own (a run process and a step process), and a batch run
+materializes tables one by one, so at the maintenance cadence refreshes kept starting while a batch was
+still running, taking the cores its Spark needs (bench/fleet_maintenance.py). The roll-up is at most an
+interval behind.
+
 The condition is true once `table_health` or `maintained_table` gained a materialization since the
 sensor's previous tick (however many partitions did: the summary is unpartitioned, so one run refreshes
 it), and stays true until a run is requested; it waits while a refresh is queued or running, which then
@@ -39,7 +45,7 @@ def build_fleet_automation_sensor(platform: PlatformSettings) -> dg.AutomationCo
         target=dg.AssetSelection.assets(names.fleet_summary),
         run_tags=deployment_tags(platform) | observation_tags(),
         default_status=dg.DefaultSensorStatus(platform.default_status),
-        minimum_interval_seconds=platform.maintenance_interval_seconds,
+        minimum_interval_seconds=platform.fleet_summary_interval_seconds,
         emit_backfills=False,
         description="Refresh fleet_summary once after health syncs or maintenance materialized table_health "
         "or maintained_table (one run however many tables changed).",

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from icepack_dagster.domain.health.judging import format_bytes
 
 # Bump when a record changes shape or when status is computed differently: health sync then measures every
-# table again instead of ageing statuses an older reader produced (see iceberg/status_tracker.py).
+# table again instead of ageing statuses an older reader produced (incremental_status/status_tracker.py).
 CODEC_VERSION = 1
 VERSION = "icepack/codec_version"
 STATUS_JSON = "status_json"

@@ -168,7 +168,7 @@ def choose_compaction(
         return _nothing_to_merge(status, layout, [])
     if not small_files_issue and not apply_deletes and ratio is None:
         return (
-            f"{status.small_file_count} of {status.live_data_files} data files are small, under the "
+            f"{status.small_files_known} of {status.live_data_files} data files are small, under the "
             "SMALL_FILES thresholds, and no delete files apply"
         )
     sizes = rewrite_sizes(status, layout, target)
@@ -294,7 +294,7 @@ def _estimated(context: PlanningContext) -> ActionEstimate | str:
         if SMALL_FILES in context.issues:
             return f"{s.small_file_count} small data files, fewer than min_input_files {min_files}"
         return (
-            f"{s.small_file_count} of {s.live_data_files} data files are small, under the SMALL_FILES "
+            f"{s.small_files_known} of {s.live_data_files} data files are small, under the SMALL_FILES "
             "thresholds, and no delete files apply"
         )
     options = {"target-file-size-bytes": str(target), "min-input-files": str(min_files)}

@@ -3,6 +3,11 @@
 Current-snapshot metrics describe what a query reads now; retention metrics (snapshots, metadata log)
 describe history kept across all retained snapshots. The JSON field names are a public contract
 (`icepack status --json`, Dagster metadata): keep them.
+
+A `full` status read every manifest of its snapshot. A `summary` status (docs/STATUS.md, "Status from
+snapshot summaries") took its file and record totals from the snapshot summaries and its manifest counts
+from the manifest list, exactly, and carried what only manifest entries tell (small files, the size
+histogram, partitions, the layout) from the snapshot `manifests_read_at`, with the bounds in `carried`.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from icepack_dagster.domain.frozen_model import FrozenModel
 from icepack_dagster.domain.table.partition_layout import PartitionLayout
@@ -27,10 +32,40 @@ class FileSizeBucket(FrozenModel):
     file_count: int = Field(ge=0)
 
 
+class CarriedBounds(FrozenModel):
+    """What a summary status knows of the fields only manifest entries give: each carried value was
+    exact at `manifests_read_at`; only appends came since, so the true value now is within (low, high)."""
+
+    data_files_added: int = Field(ge=0, description="Data files appended since, whose sizes were not read")
+    small_files: tuple[int, int] = Field(description="Small data files now: at least, at most")
+    small_bytes: tuple[int, int] = Field(description="Their bytes now: at least, at most")
+    partitions: tuple[int, int] = Field(description="Partitions holding data now: at least, at most")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CarriedBounds:
+        for name in ("small_files", "small_bytes", "partitions"):
+            low, high = getattr(self, name)
+            if not 0 <= low <= high:
+                raise ValueError(f"carried bounds {name}: need 0 <= low <= high, got ({low}, {high})")
+        return self
+
+
 class TableStatus(FrozenModel):
     """Everything health, policy and recommendation need to know about a table, from metadata."""
 
-    depth: Literal["full"] = Field(default="full", description="Every manifest entry read (the only depth)")
+    depth: Literal["full", "summary"] = Field(
+        default="full",
+        description="full: every manifest entry of the snapshot read; summary: totals from the snapshot "
+        "summaries, manifest counts from the manifest list, the rest carried (see `carried`)",
+    )
+    manifests_read_at: int | None = Field(
+        default=None,
+        description="The snapshot whose manifest entries the small files, histogram, partitions and "
+        "layout were read at; None means `snapshot_id` (every full status)",
+    )
+    carried: CarriedBounds | None = Field(
+        default=None, description="Bounds of the carried fields now; set exactly when depth is summary"
+    )
     table: str = Field(description="Table key text: catalog.namespace.table")
     collected_at: datetime
     metadata_location: str | None = Field(
@@ -98,6 +133,30 @@ class TableStatus(FrozenModel):
         "first column holding it, nested fields included: the runtime gate refuses a Spark that cannot "
         "read one (`domain/actions/readable_types.py`)",
     )
+
+    @model_validator(mode="after")
+    def _provenance(self) -> TableStatus:
+        provenance = self.carried is not None, self.manifests_read_at is not None
+        if provenance != ((True, True) if self.depth == "summary" else (False, False)):
+            raise ValueError(
+                f"table {self.table}: a summary status needs carried bounds and manifests_read_at, "
+                "a full status neither"
+            )
+        return self
+
+    @property
+    def entries_read_at(self) -> int | None:
+        """The snapshot the manifest-entry fields (small files, histogram, partitions, layout) describe."""
+        return self.manifests_read_at if self.manifests_read_at is not None else self.snapshot_id
+
+    @property
+    def small_files_known(self) -> str:
+        """The small-file count as exactly as the status knows it, for a sentence: `12`, or for a summary
+        status its bounds now, `12-15`."""
+        if self.carried is None:
+            return str(self.small_file_count)
+        low, high = self.carried.small_files
+        return f"{low}-{high}"
 
     @property
     def small_file_ratio(self) -> float:

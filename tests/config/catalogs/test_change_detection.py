@@ -24,7 +24,7 @@ from icepack_dagster.domain.health.thresholds import HealthThresholds
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.iceberg.catalogs import CatalogSet
-from icepack_dagster.iceberg.status_tracker import StatusTracker
+from icepack_dagster.iceberg.incremental_status.status_tracker import StatusTracker
 from tests.config.catalogs.conftest import S3_ACCESS_KEY_ID, S3_REGION, S3_SECRET_ACCESS_KEY
 from tests.config.catalogs.servers import Exchange, RecordingProxy
 from tests.config.catalogs.test_glue_catalog import glue_settings
@@ -80,7 +80,9 @@ def test_glue_loads_only_changed_tables_and_reports_dropped_ones(
     writer.get("glue").drop_table(dropped.identifier)
 
     counting = CountingLoads(glue)
-    tracker = StatusTracker()  # a new process: seeded with the last statuses, as the platform does
+    # a new process, seeded with the last statuses as the platform does; manifests read, to compare with a
+    # full read (the summary path has its own tests: tests/iceberg/test_summary_status.py)
+    tracker = StatusTracker(from_summaries=False)
     for key in keys:
         tracker.remember(key, measured.statuses[key.text])
     later = now + timedelta(minutes=15)
@@ -162,7 +164,9 @@ def test_rest_with_etags_loads_only_changed_tables_and_is_answered_304_for_the_o
     writer.get("rest").drop_table(dropped.identifier)
 
     catalogs = CatalogSet(rest_settings(tmp_path / "home", etag_rest_proxy.url))
-    tracker = StatusTracker()  # a new process: seeded with the last statuses, as the platform does
+    # a new process, seeded with the last statuses as the platform does; manifests read, to compare with a
+    # full read (the summary path has its own tests: tests/iceberg/test_summary_status.py)
+    tracker = StatusTracker(from_summaries=False)
     for key in keys:
         status = measured[key.text]
         if key == before_etags:

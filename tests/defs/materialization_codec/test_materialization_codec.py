@@ -4,7 +4,8 @@ Dagster instance's event storage; a record from another codec version or missing
 numbers people plot are numeric metadata, with a readable size beside every byte count; a summary comes
 first and the JSON record last; the SQL shows each session setting once and wraps long calls;
 maintenance impact is computed from the report; the health check fails WARN for warning and ERROR for
-critical or unknown."""
+critical or unknown. A status measured from snapshot summaries round-trips too, and its metadata gives
+the bounds of what it carries, never a count it does not know."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from icepack_dagster.domain.recommendation.model import SkippedAction
 from icepack_dagster.domain.reports.fleet import FleetSummary, TableAttention
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP, render_call
 from icepack_dagster.domain.table.key import parse_table_key
-from icepack_dagster.domain.table.status import FileSizeBucket, TableStatus
+from icepack_dagster.domain.table.status import CarriedBounds, FileSizeBucket, TableStatus
 from tests.factories import NOW, make_action, make_health, make_issue, make_recommendation, make_status
 
 TABLE = "lake.sales.orders"
@@ -279,3 +280,34 @@ def test_records_round_trip_through_event_storage(instance: dg.DagsterInstance) 
     metadata = dict(stored.asset_materialization.metadata)
     assert md.decode_status(metadata) == status()
     assert md.decode_health(metadata) == HEALTH
+
+
+def summary_status() -> TableStatus:
+    """The status of `status()` after 5 appended files, measured from snapshot summaries."""
+    bounds = CarriedBounds(data_files_added=5, small_files=(40, 45), small_bytes=(40_000, 60_000),
+                           partitions=(1, 3))
+    return status().model_copy(update={
+        "depth": "summary", "manifests_read_at": 7, "carried": bounds, "snapshot_id": 9,
+        "live_data_files": 45,
+    })
+
+
+def test_a_summary_status_round_trips_and_claims_no_count_it_carries(instance: dg.DagsterInstance) -> None:
+    carried = summary_status()
+    metadata = md.status_metadata(carried)
+    assert md.decode_status(metadata) == carried
+    for exact_only in ("small_files", "small_file_ratio", "partitions", "file_size_histogram"):
+        assert exact_only not in metadata
+    assert (metadata["small_files_at_least"].value, metadata["small_files_at_most"].value) == (40, 45)
+    assert metadata["entries_read_at_snapshot"].value == "7"
+    assert "40-45 small (40 as of snapshot 7, 5 data files appended since" in metadata["overview"].value
+
+    partitions = dg.StaticPartitionsDefinition([TABLE])
+
+    @dg.asset(partitions_def=partitions)
+    def record() -> dg.MaterializeResult:
+        return dg.MaterializeResult(metadata=md.status_metadata(carried))
+
+    assert dg.materialize([record], instance=instance, partition_key=TABLE).success
+    (stored,) = instance.fetch_materializations(record.key, limit=5).records
+    assert md.decode_status(dict(stored.asset_materialization.metadata)) == carried

@@ -7,7 +7,10 @@ catalogs: one query, `catalog_listings/sql_listing.py`; Glue: one paginated list
 `catalog_listings/glue_listing.py`); REST catalogs are asked per table, with the status's `ETag` as
 `If-None-Match` where the server sends ETags (`catalog_listings/rest_conditional_loads.py`: a 304 is an
 unchanged table, neither transferred nor parsed), else by loading it. A changed table is read again,
-decoding only manifests the tracker's `ManifestCache` has not seen. The catalog is opened through
+decoding only manifests the tracker's `ManifestCache` has not seen, or not even those: when only appends
+came since the known status and they cannot change the table's health or plan, its status is taken from
+the snapshot summaries and the manifest list (`summary_status.py`, which states the rule; the status
+says so in `depth` and bounds what it carries). The catalog is opened through
 PyIceberg only when some table must be loaded, so a refresh of unchanged tables of a SQL catalog never
 imports PyIceberg.
 
@@ -64,16 +67,24 @@ class _Outcome(FrozenModel):
 
 class StatusTracker:
     """Statuses of many tables of one catalog, kept between refreshes (one tracker per catalog and
-    process; `refresh` is not reentrant). Changed tables are read with `read_status` and the tracker's
-    `ManifestCache`. `table_workers` tables are loaded and read at once (object stores and REST
-    catalogs are latency-bound); `workers` manifests per table."""
+    process; `refresh` is not reentrant). Changed tables are measured from their snapshot summaries
+    where `summary_status` allows it (unless `from_summaries` is false), else read with `read_status` and
+    the tracker's `ManifestCache`. `table_workers` tables are loaded and read at once (object stores and
+    REST catalogs are latency-bound); `workers` manifests per table."""
 
-    def __init__(self, cache: ManifestCache | None = None, workers: int = 8, table_workers: int = 1) -> None:
+    def __init__(
+        self,
+        cache: ManifestCache | None = None,
+        workers: int = 8,
+        table_workers: int = 1,
+        from_summaries: bool = True,
+    ) -> None:
         if table_workers < 1:
             raise ValueError(f"StatusTracker table_workers must be at least 1, got {table_workers}")
         self.cache = cache if cache is not None else ManifestCache()
         self.workers = workers
         self.table_workers = table_workers
+        self.from_summaries = from_summaries
         self._known: dict[TableKey, _Known] = {}
 
     def remember(self, key: TableKey, status: TableStatus) -> None:
@@ -196,7 +207,7 @@ class StatusTracker:
                 renewed = known.status.model_copy(update={"catalog_etag": loaded.etag})
                 known = known.model_copy(update={"status": renewed})
                 return _Outcome(status=_aged(known, now), known=known)
-            status, span = self._read(table, key, thresholds, now)
+            status, span = self._read(table, key, thresholds, now, known.status if known else None)
             status = status.model_copy(update={"catalog_etag": loaded.etag})
         except IcepackError as error:
             return _Outcome(error=str(error))
@@ -208,14 +219,22 @@ class StatusTracker:
         return _Outcome(status=status, known=known, read=True)
 
     def _read(
-        self, table: Table, key: TableKey, thresholds: HealthThresholds, now: datetime
+        self,
+        table: Table,
+        key: TableKey,
+        thresholds: HealthThresholds,
+        now: datetime,
+        known: TableStatus | None,
     ) -> tuple[TableStatus, tuple[int, int] | None]:
-        """The table's status and its snapshot span (PyIceberg's readers, imported only when a table is
-        read)."""
+        """The table's status, from its summaries where they suffice, and its snapshot span (PyIceberg's
+        readers, imported only when a table is read)."""
+        from icepack_dagster.iceberg.incremental_status.summary_status import summary_status
         from icepack_dagster.iceberg.status_reader import read_status, snapshot_span
 
-        status = read_status(table, key, thresholds, now, self.workers, self.cache)
-        return status, snapshot_span(table.metadata)
+        found = summary_status(table, key, known, thresholds, now) if known and self.from_summaries else None
+        if not isinstance(found, TableStatus):
+            found = read_status(table, key, thresholds, now, self.workers, self.cache)
+        return found, snapshot_span(table.metadata)
 
 
 def _same_limits(key: TableKey, status: TableStatus, thresholds: HealthThresholds) -> bool:
