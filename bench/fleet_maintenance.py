@@ -16,8 +16,11 @@ path, each path on its own fresh copies of the tables:
   one-table runs go there too. The server is started and warmed (`--warm-up` tables maintained
   through icepack's engine, untimed) before the platform starts.
 
-All with the same platform knobs (sensor every 5 s, 2 runs per tick, 2 in flight; on the Connect
-path `--connect-in-flight`, since the runs in flight are the server's concurrency; a tick judges
+With `--postgres`, each path's deployment keeps Dagster's storage and icepack's state in fresh
+PostgreSQL databases (bench/_postgres.py), as production does; else SQLite. The fleet summary's
+automation sensor keeps its default interval (2 minutes). All with the same platform knobs (sensor
+every 5 s, 2 runs per tick, 2 in flight; on the Connect path `--connect-in-flight`, since the runs in
+flight are the server's concurrency; a tick judges
 `max(50, 2 x --batch-size)` tables, so that it can fill its batches). Before the daemon
 starts, one in-process health sync marks every table critical (not timed). Timed from the first
 maintenance run's launch to the last table's `maintained_table` event. The floor is one plain PySpark
@@ -43,11 +46,12 @@ files are printed before and after the fleet.
 
     .venv/bin/python bench/fleet_maintenance.py [--small N] [--large N] [--batch-size N] [--batch-workers N]
         [--per-table-sample N] [--local-batch-sample N] [--warm-up N] [--connect-in-flight N]
-        [--connect-floor-sample N]
+        [--connect-floor-sample N] [--postgres]
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -63,6 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import dagster as dg  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
+from bench import _postgres  # noqa: E402
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
 from bench._platform import Platform, RunTimes  # noqa: E402
 from bench._warm_spark import connect_settings, open_files, warm_connect_server, warm_up  # noqa: E402
@@ -133,8 +138,25 @@ def contents(bench: Bench, tables: list[str]) -> dict[str, Any]:
 
 
 def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list[str]], batch_size: int,
-             timeout: float, master: str = "local[2]", in_flight: int = 2, workers: int = 2) -> PathResult:
-    """Maintain one set of tables through a fresh deployment; returns what its runs did and when."""
+             timeout: float, master: str = "local[2]", in_flight: int = 2, workers: int = 2,
+             postgres: bool = False) -> PathResult:
+    """Maintain one set of tables through a fresh deployment (with `postgres`, Dagster's storage and
+    icepack's state in fresh PostgreSQL databases, as production has them); returns what its runs did
+    and when."""
+    with contextlib.ExitStack() as stack:
+        more: dict[str, Any] = {}
+        dagster_database = None
+        if postgres:
+            dagster_database = stack.enter_context(_postgres.fresh_database("fleet_dagster"))
+            state_database = stack.enter_context(_postgres.fresh_database("fleet_state"))
+            more["state_url"] = _postgres.sqlalchemy_url(state_database)
+        return _run_path(bench, name, prefix, tables, batch_size, timeout, master, in_flight, workers,
+                         dagster_database, more)
+
+
+def _run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list[str]], batch_size: int,
+              timeout: float, master: str, in_flight: int, workers: int, dagster_database: str | None,
+              more: dict[str, Any]) -> PathResult:
     small, large = tables
     everything = small + large
     config: dict[str, Any] = {
@@ -157,8 +179,9 @@ def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list
             "maintenance_candidates_per_tick": max(50, 2 * batch_size),
             "sizing_tiers": TIERS,
         },
-    }
-    platform = Platform(bench.workdir / f"platform-{prefix}", config, queue_interval_seconds=1)
+    } | more
+    platform = Platform(bench.workdir / f"platform-{prefix}", config, queue_interval_seconds=1,
+                        postgres_database=dagster_database)
     try:
         instance = platform.instance
         instance.add_dynamic_partitions(PARTITIONS_NAME, everything)
@@ -290,7 +313,7 @@ def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[st
         name = (f"batch runs on a Spark Connect server ({args.connect_master}, up to {args.batch_size}, "
                 f"{args.batch_workers} at once, {args.connect_in_flight} run(s) in flight)")
         path = run_path(bench, name, prefix, tables, args.batch_size, args.timeout, master=url,
-                        in_flight=args.connect_in_flight, workers=args.batch_workers)
+                        in_flight=args.connect_in_flight, workers=args.batch_workers, postgres=args.postgres)
         files = f"server JVM open files {files_before} -> {open_files(server)}"
         base = build_spark_session(connect_settings(bench, url))
         try:
@@ -323,6 +346,8 @@ def main() -> None:
             p.add_argument("--connect-floor-sample", type=int, default=None,
                            help="small tables for the Connect floor (default: --small)"),
             p.add_argument("--timeout", type=float, default=3600, help="seconds per path before giving up"),
+            p.add_argument("--postgres", action="store_true",
+                           help="Dagster's storage and icepack's state in PostgreSQL, as in production"),
         ),
     )
     bench = Bench(args.workdir)
@@ -332,9 +357,10 @@ def main() -> None:
                "connect": args.small, "floor": args.small,
                "floors": args.small if args.batch_workers > 1 else 0,
                "cfloor": _sample(args.connect_floor_sample, args.small)}
-    print(f"Fleet maintenance benchmark ({args.small} small + {args.large} large tables for the Connect path "
-          f"and the floor; samples: {samples['run']} small for a run per table, {samples['batch']} for local "
-          f"batches); {machine()}")
+    storage = "PostgreSQL (Dagster's storage and icepack's state)" if args.postgres else "SQLite"
+    print(f"Fleet maintenance benchmark, {storage} storage ({args.small} small + {args.large} large tables "
+          f"for the Connect path and the floor; samples: {samples['run']} small for a run per table, "
+          f"{samples['batch']} for local batches); {machine()}")
     small_only = ("floors", "cfloor")
     # a path's deployment includes `fm{tag}_{path}_*`: no other set's name may start with a path's name
     # followed by "_" (a set named connect_floor was maintained by the Connect path's daemon)
@@ -345,11 +371,13 @@ def main() -> None:
 
     paths = []
     if samples["run"]:
-        paths.append(run_path(bench, "a run per table (today)", f"fm{tag}_run", sets["run"], 1, args.timeout))
+        paths.append(run_path(bench, "a run per table (today)", f"fm{tag}_run", sets["run"], 1, args.timeout,
+                              postgres=args.postgres))
     if samples["batch"]:
         paths.append(run_path(bench, f"batch runs, local Spark per run (up to {args.batch_size}, "
                               f"{args.batch_workers} at once)", f"fm{tag}_batch", sets["batch"],
-                              args.batch_size, args.timeout, workers=args.batch_workers))
+                              args.batch_size, args.timeout, workers=args.batch_workers,
+                              postgres=args.postgres))
     connect, server_files, connect_floor_wall = run_connect_path(
         bench, args, f"fm{tag}_connect", sets["connect"], warm["connect"], sets["cfloor"][0]
     )
