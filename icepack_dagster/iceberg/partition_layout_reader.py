@@ -31,19 +31,14 @@ def _source(metadata: TableMetadata, source_id: int) -> tuple[str | None, str | 
 
 def spec_layouts(metadata: TableMetadata) -> tuple[PartitionSpecLayout, ...]:
     """Every partition spec the table has had, with its fields' transforms and source columns."""
-    return tuple(
-        PartitionSpecLayout(
-            spec_id=spec.spec_id,
-            fields=tuple(
-                PartitionField(
-                    name=field.name,
-                    transform=str(field.transform),
-                    source_column=_source(metadata, field.source_id)[0],
-                    source_type=_source(metadata, field.source_id)[1],
-                )
-                for field in spec.fields
-            ),
+    def field_layout(field: Any) -> PartitionField:
+        column, column_type = _source(metadata, field.source_id)
+        return PartitionField(
+            name=field.name, transform=str(field.transform), source_column=column, source_type=column_type
         )
+
+    return tuple(
+        PartitionSpecLayout(spec_id=spec.spec_id, fields=tuple(field_layout(field) for field in spec.fields))
         for spec in metadata.partition_specs
     )
 

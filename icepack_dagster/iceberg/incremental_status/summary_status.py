@@ -99,11 +99,12 @@ def summary_status(
     commits = commits_since(table, known.snapshot_id)
     if isinstance(commits, str):
         return commits
-    appended = appends([_summary(commit) for commit in commits])
+    summaries = [_summary(commit) for commit in commits]
+    appended = appends(summaries)
     if isinstance(appended, str):
         return appended
-    if commits:
-        now_totals = totals(_summary(commits[-1]))
+    if summaries:
+        now_totals = totals(summaries[-1])
         if isinstance(now_totals, str):
             return now_totals
         disagreement = totals_disagree(known, appended, now_totals)
