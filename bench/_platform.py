@@ -35,6 +35,7 @@ import psutil
 import yaml
 
 from bench._fixtures import REPO
+from bench._postgres import PORT as POSTGRES_PORT
 from bench._postgres import production_instance
 
 DAGSTER = str(Path(sys.executable).with_name("dagster"))
@@ -76,14 +77,16 @@ class Platform:
         icepack_module: str | None = None,
         env: dict[str, str] | None = None,
         postgres_database: str | None = None,
+        postgres_port: int = POSTGRES_PORT,
     ) -> None:
         """`more_locations`: Python modules loaded as code locations beside icepack's, each named as its
         module (a baseline job for comparison, for instance); `icepack_module`: a module loaded as
         icepack's location instead of `icepack_dagster.definitions` (a variant of its definitions);
         `env`: more environment variables for every process of the deployment; `postgres_database`: a
         database (bench/_postgres.py) for Dagster's run, event and schedule storage, with the production
-        instance's storage settings, instead of SQLite under DAGSTER_HOME. The run queue's limits stay
-        the repository's `dagster.yaml` (two observation runs at once), so only the storage differs."""
+        instance's storage settings, instead of SQLite under DAGSTER_HOME, reached at `postgres_port` (the
+        server's, or a PgBouncer's in front of it: bench/_pgbouncer.py). The run queue's limits stay the
+        repository's `dagster.yaml` (two observation runs at once), so only the storage differs."""
         shutil.rmtree(root, ignore_errors=True)
         self.root = root
         self.home = root / "dagster_home"
@@ -92,7 +95,7 @@ class Platform:
         if queue_interval_seconds is not None:
             instance_config["run_coordinator"]["config"]["dequeue_interval_seconds"] = queue_interval_seconds
         if postgres_database is not None:
-            instance_config["storage"] = production_instance(postgres_database)["storage"]
+            instance_config["storage"] = production_instance(postgres_database, postgres_port)["storage"]
         (self.home / "dagster.yaml").write_text(yaml.safe_dump(instance_config))
         self.workspace = root / "workspace.yaml"
         workspace = yaml.safe_load((REPO / "workspace.yaml").read_text())

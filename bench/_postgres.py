@@ -48,17 +48,31 @@ def sqlalchemy_url(database: str) -> str:
     return f"postgresql+psycopg2://{USER}@{HOST}:{PORT}/{database}"
 
 
-def production_instance(database: str) -> dict[str, Any]:
+def production_instance(database: str, port: int = PORT) -> dict[str, Any]:
     """The production instance's configuration with its storage on `database`: the environment
     variables it names (DAGSTER_PG_HOST, ...) replaced by this server's values, so every process of a
-    benchmark (and the benchmark's own instance) reads the same storage without setting them."""
+    benchmark (and the benchmark's own instance) reads the same storage without setting them. `port`:
+    another port on this host that reaches the server (a PgBouncer in front of it, bench/_pgbouncer.py)."""
     config = yaml.safe_load(PRODUCTION_INSTANCE.read_text())
-    values = {"hostname": HOST, "port": PORT, "username": USER, "password": "", "db_name": database}
+    values = {"hostname": HOST, "port": port, "username": USER, "password": "", "db_name": database}
     postgres_db = config["storage"]["postgres"]["postgres_db"]
     for key, value in values.items():
         assert isinstance(postgres_db[key], dict) and "env" in postgres_db[key], f"{key}: not from env"
         postgres_db[key] = value
     return dict(config)
+
+
+def sessions(database: str) -> int:
+    """Sessions established to `database` so far (`pg_stat_database.sessions`, PostgreSQL 14+): each is a
+    server process forked, authenticated and ended, whoever connected."""
+    time.sleep(STATS_FLUSH_SECONDS)
+    connection = _connect("postgres")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = %s", (database,))
+            return int(cursor.fetchone()[0])
+    finally:
+        connection.close()
 
 
 def row_writes(databases: dict[str, str]) -> dict[str, tuple[int, int, int]]:

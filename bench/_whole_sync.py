@@ -19,7 +19,9 @@ each at its own moment, at the earliest half an hour after its last write:
 
 Storage: SQLite (Dagster's under DAGSTER_HOME, icepack's state database under the icepack home), or
 with `postgres` both in fresh PostgreSQL databases on the local server (Dagster's with the production
-instance's storage settings, icepack's through `state_url`), dropped afterwards. The fleet's catalog is
+instance's storage settings, icepack's through `state_url`), dropped afterwards; with `pgbouncer` too,
+every process reaches Dagster's through a PgBouncer in session mode (bench/_pgbouncer.py; icepack's
+state database keeps its own connection pool and is reached directly). The fleet's catalog is
 the embedded SQLite catalog either way. Printed per sync: tables written, wall time from the tick's
 first run queued to its last run's end, the runs' own times, tables per second; the events the sync's
 runs stored in Dagster's event log per table written, by type; on PostgreSQL also the rows each table
@@ -38,7 +40,7 @@ from typing import Any
 
 import dagster as dg
 
-from bench import _postgres, _tables
+from bench import _pgbouncer, _postgres, _tables
 from bench._fixtures import NAMESPACE, Bench, machine, ratio, table
 from bench._platform import Platform, RunTimes
 from icepack_dagster.config.settings import load_settings
@@ -104,9 +106,10 @@ class Sync:
     rows: Writes = field(default_factory=dict)
 
 
-def full_sync(bench: Bench, count: int, postgres: bool) -> None:
-    """The four syncs of the module's docstring on `count` tables, on SQLite or PostgreSQL storage."""
-    storage = "PostgreSQL" if postgres else "SQLite"
+def full_sync(bench: Bench, count: int, postgres: bool, pgbouncer: bool = False) -> None:
+    """The four syncs of the module's docstring on `count` tables, on SQLite or PostgreSQL storage (with
+    `pgbouncer`, Dagster's reached through a PgBouncer in session mode: bench/_pgbouncer.py)."""
+    storage = ("PostgreSQL through PgBouncer" if pgbouncer else "PostgreSQL") if postgres else "SQLite"
     print(f"Whole health sync of {count:,} tables as real runs, {storage} storage; {machine()}")
     with contextlib.ExitStack() as stack:
         databases: dict[str, str] = {}
@@ -115,12 +118,13 @@ def full_sync(bench: Bench, count: int, postgres: bool) -> None:
             for kind in ("dagster", "state"):
                 databases[kind] = stack.enter_context(_postgres.fresh_database(kind))
             more["state_url"] = _postgres.sqlalchemy_url(databases["state"])
+        port = stack.enter_context(_pgbouncer.pgbouncer(bench.workdir / "pgbouncer")) if pgbouncer else None
         keys, config = fleet_and_settings(bench, count, {"health_sync_cron": "* * * * *"}, **more)
         settings = load_settings(**config)
         job = build_definitions(settings).resolve_job_def(HEALTH_SYNC)
         batch = settings.platform.health_sync_batch_size
         platform = Platform(bench.workdir / f"platform-sync{count}", config, queue_interval_seconds=1,
-                            postgres_database=databases.get("dagster"))
+                            postgres_database=databases.get("dagster"), postgres_port=port or _postgres.PORT)
         stack.callback(platform.stop)  # before the databases are dropped
         runs = len(range(0, count, batch))
         platform.instance.add_dynamic_partitions(PARTITIONS_NAME, [key.text for key in keys])

@@ -22,9 +22,11 @@ as the deployment runs it (`bench/_whole_sync.py`): the real `health_sync_schedu
 daemon, one run per 1,000 tables through the queue, each a real run process; a first sync, a steady
 sync after real commits to 1% of the tables (also run one after the other in this process), and a sync
 after real commits to a quarter of them. With `--postgres`, Dagster's storage and icepack's state
-database are fresh PostgreSQL databases on the local server, dropped afterwards.
+database are fresh PostgreSQL databases on the local server, dropped afterwards; with `--pgbouncer`
+too, Dagster's is reached through a PgBouncer in session mode (bench/_pgbouncer.py).
 
-    .venv/bin/python bench/health_sync_run.py [--quick] [--tables N] [--rounds N] [--full-sync [--postgres]]
+    .venv/bin/python bench/health_sync_run.py [--quick] [--tables N] [--rounds N]
+        [--full-sync [--postgres [--pgbouncer]]]
 """
 
 from __future__ import annotations
@@ -98,12 +100,14 @@ def main() -> None:
                            help="a whole sync of every table through the real schedule and queue instead"),
             p.add_argument("--postgres", action="store_true",
                            help="with --full-sync: Dagster's storage and icepack's state in PostgreSQL"),
+            p.add_argument("--pgbouncer", action="store_true",
+                           help="with --postgres: Dagster's storage through PgBouncer (session mode)"),
         ),
     )
     bench = Bench(args.workdir)
     count = args.tables or (200 if args.quick else 1_000)
     if args.full_sync:
-        full_sync(bench, count, args.postgres)
+        full_sync(bench, count, args.postgres, args.pgbouncer)
         return
     print(f"Health-sync run benchmark ({count:,} tables); {machine()}")
     keys, config = fleet_and_settings(bench, count, {"health_sync_batch_size": count}, status_workers=1)
