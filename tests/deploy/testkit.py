@@ -1,15 +1,18 @@
 """Test helpers for the deployment tests: a kubeconfig that lets dagster-k8s build its clients outside
-a cluster (nothing connects to it), Helm values pointed at the test's PostgreSQL, and Kubernetes'
-label-selector matching (for NetworkPolicies against rendered pods)."""
+a cluster (nothing connects to it), Helm values pointed at the test's PostgreSQL, and which pods a
+label selector selects, as Kubernetes' own selector code decides (for NetworkPolicies and Services
+against rendered pods)."""
 
 from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import PG_HOST, PG_PORT, PG_USER
+from tests.kubernetes.control_plane import binaries
 
 GIB = 1024**3
 
@@ -38,15 +41,13 @@ def point_at_test_database(values: dict[str, Any], database: str, kubeconfig: Pa
 
 
 def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """Kubernetes label-selector semantics (matchLabels, and matchExpressions with In/NotIn/Exists)."""
-    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
-        return False
-    for expression in selector.get("matchExpressions", []):
-        value, operator = labels.get(expression["key"]), expression["operator"]
-        if operator == "In" and value not in expression["values"]:
-            return False
-        if operator == "NotIn" and value in expression["values"]:
-            return False
-        if operator == "Exists" and value is None:
-            return False
-    return True
+    """Whether the LabelSelector `selector` (matchLabels, matchExpressions) selects a pod labelled
+    `labels`: answered by k8s.io/apimachinery's selector code (scripts/kube/labelselect, built with the
+    control plane by scripts/kube/build), not by a model of its semantics."""
+    query = json.dumps({"selector": selector, "labels": [labels]})
+    done = subprocess.run([str(binaries() / "labelselect")], input=query, capture_output=True, text=True,
+                          check=False, timeout=60)
+    if done.returncode != 0:
+        raise AssertionError(f"Kubernetes refuses the selector {selector}: {done.stderr.strip()}")
+    answer: list[bool] = json.loads(done.stdout)
+    return answer[0]
