@@ -243,7 +243,8 @@ def fleet(bench: Bench, count: int, prefix: str = "fleet", appends: int = 2) -> 
     return [key(n) for n in names]
 
 
-def append_one_row(bench: Bench, table_key: TableKey) -> None:
-    """A real commit to one table (PyIceberg writes a data file, a manifest and a metadata file)."""
-    table = bench.catalog.load_table(table_key.identifier)
+def append_one_row(bench: Bench, table_key: TableKey, catalog: Any = None) -> None:
+    """A real commit to one table (PyIceberg writes a data file, a manifest and a metadata file), through
+    `catalog` (the benchmark's embedded `lake` by default)."""
+    table = (catalog or bench.catalog).load_table(table_key.identifier)
     table.append(pa.table({"id": pa.array([date.today().toordinal()], pa.int64())}))

@@ -22,20 +22,24 @@ with `postgres` both in fresh PostgreSQL databases on the local server (Dagster'
 instance's storage settings, icepack's through `state_url`), dropped afterwards; with `pgbouncer` too,
 every process reaches Dagster's through a PgBouncer in session mode (bench/_pgbouncer.py; icepack's
 state database keeps its own connection pool and is reached directly). The fleet's catalog is
-the embedded SQLite catalog either way. Printed per sync: tables written, wall time from the tick's
-first run queued to its last run's end, the runs' own times, tables per second; the events the sync's
-runs stored in Dagster's event log per table written, by type; on PostgreSQL also the rows each table
-of both databases gained or changed (PostgreSQL's statistics).
+the embedded SQLite catalog, or (`catalog`) Iceberg's REST server 1.11.0, whose conditional loads
+answer 304 for unchanged tables, or moto's Glue, started here with the fleet registered in it afresh
+(the same metadata files), the commits made through it. Printed per sync: tables written, wall time
+from the tick's first run queued to its last run's end, the runs' own times, tables per second; the
+events the sync's runs stored in Dagster's event log per table written, by type; on PostgreSQL also the
+rows each table of both databases gained or changed (PostgreSQL's statistics).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -50,6 +54,9 @@ from icepack_dagster.defs.health_sync.job import build_health_sync_job, health_s
 from icepack_dagster.defs.health_sync.schedule import SCHEDULE_NAME
 from icepack_dagster.defs.partitions import PARTITIONS_NAME
 from icepack_dagster.domain.table.key import TableKey
+from icepack_dagster.iceberg.catalogs import CatalogSet
+from tests import tiers
+from tests.config.catalogs.servers import ETAG_REST_SERVER, moto_server, rest_catalog_server
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 ICEPACK_LOCATION = "icepack_dagster"  # workspace.yaml
@@ -75,21 +82,75 @@ def timed(work: Callable[[], Any]) -> tuple[float, float, Any]:
 
 
 def fleet_and_settings(
-    bench: Bench, count: int, platform: dict[str, Any], **more: Any
+    bench: Bench, count: int, platform: dict[str, Any], served: ServedCatalog | None = None, **more: Any
 ) -> tuple[list[TableKey], dict[str, Any]]:
     """bench/control_plane.py's fleet of `count` critical tables (made once per work directory) and the
-    settings of a deployment that syncs it, its sensors stopped, with `platform` knobs on top."""
+    settings of a deployment that syncs it, its sensors stopped, with `platform` knobs on top; with
+    `served`, the fleet registered in that catalog too (fresh each run), and synced there."""
     wall, _, keys = timed(lambda: _tables.fleet(bench, count, prefix=f"ctl{count}", appends=8))
     print(f"fleet of {count:,} registered tables ready in {wall:.1f} s (made once per work directory)")
+    catalogs: dict[str, Any] = {"lake": {"kind": "embedded"}}
+    if served is not None:
+        catalogs[served.name] = served.config
+        wall, _, keys = timed(lambda: served.register(bench, keys))
+        print(f"the fleet registered in the {served.name} catalog in {wall:.1f} s")
+    catalog = keys[0].catalog
     config: dict[str, Any] = {
         "home": str(bench.workdir / "home"),
-        "catalogs": {"lake": {"kind": "embedded"}},
+        "catalogs": catalogs,
         "spark": {"master": "local[2]", "driver_memory": "2g"},
-        "include": [f"lake.{NAMESPACE}.ctl{count}_[0-9]*"],
+        "include": [f"{catalog}.{NAMESPACE}.ctl{count}_[0-9]*"],
         "platform": {"sensors_running_by_default": False} | platform,
         **more,
     }
     return keys, config
+
+
+@dataclass(frozen=True)
+class ServedCatalog:
+    """A catalog served by a server this benchmark started (Iceberg's REST server, moto's Glue): its name,
+    its settings, and the environment the deployment's processes need to reach it."""
+
+    name: str
+    config: dict[str, Any]
+    env: dict[str, str]
+
+    def catalog(self, bench: Bench) -> Any:
+        return CatalogSet(load_settings(home=bench.workdir / "home", catalogs={self.name: self.config})).get(
+            self.name
+        )
+
+    def register(self, bench: Bench, lake_keys: list[TableKey]) -> list[TableKey]:
+        """The lake's tables registered here under the same names (their metadata files as they are)."""
+        os.environ.update(self.env)
+        catalog = self.catalog(bench)
+        catalog.create_namespace_if_not_exists(NAMESPACE)
+        locations = bench.catalogs.metadata_locations("lake", [k.identifier for k in lake_keys])
+        keys = [TableKey(catalog=self.name, namespace=k.namespace, name=k.name) for k in lake_keys]
+        for key, lake_key in zip(keys, lake_keys, strict=True):
+            catalog.register_table(key.identifier, locations[lake_key.identifier])
+        return keys
+
+
+@contextlib.contextmanager
+def served_catalog(bench: Bench, kind: str) -> Iterator[ServedCatalog | None]:
+    """The catalog a whole sync runs on: None for the embedded SQL catalog (`lake`); `rest`: Iceberg's
+    REST server 1.11.0, which answers conditional loads with 304; `glue`: moto's Glue."""
+    if kind == "lake":
+        yield None
+        return
+    bench.workdir.mkdir(parents=True, exist_ok=True)
+    servers = Path(tempfile.mkdtemp(prefix="servers-", dir=bench.workdir))
+    if kind == "rest":
+        tiers.entering(frozenset({"jvm_servers"}))  # the server's guard is the suite's: this run starts it
+        with rest_catalog_server(bench.settings.spark.jar_cache, servers, ETAG_REST_SERVER) as url:
+            yield ServedCatalog("rest", {"kind": "rest", "uri": url, "warehouse": "lake"}, {})
+    elif kind == "glue":
+        with moto_server(servers, days_behind=0) as url:
+            credentials = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
+            yield ServedCatalog("glue", {"kind": "glue", "region": "us-east-1", "endpoint": url}, credentials)
+    else:
+        raise SystemExit(f"--catalog: unknown {kind!r}; choose lake, rest or glue")
 
 
 @dataclass
@@ -106,11 +167,15 @@ class Sync:
     rows: Writes = field(default_factory=dict)
 
 
-def full_sync(bench: Bench, count: int, postgres: bool, pgbouncer: bool = False) -> None:
+def full_sync(
+    bench: Bench, count: int, postgres: bool, pgbouncer: bool = False, catalog: str = "lake"
+) -> None:
     """The four syncs of the module's docstring on `count` tables, on SQLite or PostgreSQL storage (with
-    `pgbouncer`, Dagster's reached through a PgBouncer in session mode: bench/_pgbouncer.py)."""
+    `pgbouncer`, Dagster's reached through a PgBouncer in session mode: bench/_pgbouncer.py), the fleet
+    in `catalog` (`served_catalog`)."""
     storage = ("PostgreSQL through PgBouncer" if pgbouncer else "PostgreSQL") if postgres else "SQLite"
-    print(f"Whole health sync of {count:,} tables as real runs, {storage} storage; {machine()}")
+    print(f"Whole health sync of {count:,} tables in the {catalog} catalog as real runs, {storage} storage; "
+          f"{machine()}")
     with contextlib.ExitStack() as stack:
         databases: dict[str, str] = {}
         more: dict[str, Any] = {}
@@ -119,11 +184,13 @@ def full_sync(bench: Bench, count: int, postgres: bool, pgbouncer: bool = False)
                 databases[kind] = stack.enter_context(_postgres.fresh_database(kind))
             more["state_url"] = _postgres.sqlalchemy_url(databases["state"])
         port = stack.enter_context(_pgbouncer.pgbouncer(bench.workdir / "pgbouncer")) if pgbouncer else None
-        keys, config = fleet_and_settings(bench, count, {"health_sync_cron": "* * * * *"}, **more)
+        served = stack.enter_context(served_catalog(bench, catalog))
+        keys, config = fleet_and_settings(bench, count, {"health_sync_cron": "* * * * *"}, served, **more)
         settings = load_settings(**config)
         job = build_definitions(settings).resolve_job_def(HEALTH_SYNC)
         batch = settings.platform.health_sync_batch_size
         platform = Platform(bench.workdir / f"platform-sync{count}", config, queue_interval_seconds=1,
+                            env=served.env if served is not None else None,
                             postgres_database=databases.get("dagster"), postgres_port=port or _postgres.PORT)
         stack.callback(platform.stop)  # before the databases are dropped
         runs = len(range(0, count, batch))
@@ -132,7 +199,7 @@ def full_sync(bench: Bench, count: int, postgres: bool, pgbouncer: bool = False)
         syncs = [scheduled_sync(platform, "first sync (every table new), real runs", runs, databases)]
 
         # the schedule's own batches: the partitions in the instance's order, as its tick reads them
-        committed, commit_seconds = commit_to(bench, keys[0::100])
+        committed, commit_seconds = commit_to(bench, keys[0::100], served)
         partitions = platform.instance.get_dynamic_partitions(PARTITIONS_NAME)
         requests = health_sync_requests(
             DEFAULT_NAMES, partitions, batch, "bench", settings.platform.health_sync_writes
@@ -148,18 +215,20 @@ def full_sync(bench: Bench, count: int, postgres: bool, pgbouncer: bool = False)
         account(platform, in_process, [result.run_id for result in results])
         print(f"{in_process.name}: {serial:.0f} s, {in_process.written:,} written")
 
-        committed, commit_seconds = commit_to(bench, keys[1::100])
+        committed, commit_seconds = commit_to(bench, keys[1::100], served)
         syncs.append(scheduled_sync(platform, "steady sync (1% changed), real runs", runs, databases,
                                     committed, commit_seconds))
-        committed, commit_seconds = commit_to(bench, keys[2::4])
+        committed, commit_seconds = commit_to(bench, keys[2::4], served)
         syncs.append(scheduled_sync(platform, "a quarter of the fleet changed, real runs", runs, databases,
                                     committed, commit_seconds))
     print_syncs(count, storage, syncs, in_process, serial)
 
 
-def commit_to(bench: Bench, keys: list[TableKey]) -> tuple[int, float]:
-    """A real commit (one appended row) to each of `keys`, in this process, the daemon idle."""
-    wall, _, _ = timed(lambda: [_tables.append_one_row(bench, key) for key in keys])
+def commit_to(bench: Bench, keys: list[TableKey], served: ServedCatalog | None) -> tuple[int, float]:
+    """A real commit (one appended row) to each of `keys`, through their catalog, in this process, the
+    daemon idle."""
+    catalog = served.catalog(bench) if served is not None else None
+    wall, _, _ = timed(lambda: [_tables.append_one_row(bench, key, catalog) for key in keys])
     print(f"committed to {len(keys):,} tables in {wall:.1f} s")
     return len(keys), wall
 

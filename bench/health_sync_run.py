@@ -23,10 +23,12 @@ daemon, one run per 1,000 tables through the queue, each a real run process; a f
 sync after real commits to 1% of the tables (also run one after the other in this process), and a sync
 after real commits to a quarter of them. With `--postgres`, Dagster's storage and icepack's state
 database are fresh PostgreSQL databases on the local server, dropped afterwards; with `--pgbouncer`
-too, Dagster's is reached through a PgBouncer in session mode (bench/_pgbouncer.py).
+too, Dagster's is reached through a PgBouncer in session mode (bench/_pgbouncer.py). With `--catalog rest`
+or `glue` the fleet is registered in Iceberg's REST server 1.11.0 (conditional loads) or moto's Glue,
+started by the benchmark, and synced there (the commits go through that catalog too).
 
     .venv/bin/python bench/health_sync_run.py [--quick] [--tables N] [--rounds N]
-        [--full-sync [--postgres [--pgbouncer]]]
+        [--full-sync [--catalog lake|rest|glue] [--postgres [--pgbouncer]]]
 """
 
 from __future__ import annotations
@@ -100,6 +102,9 @@ def main() -> None:
                            help="a whole sync of every table through the real schedule and queue instead"),
             p.add_argument("--postgres", action="store_true",
                            help="with --full-sync: Dagster's storage and icepack's state in PostgreSQL"),
+            p.add_argument("--catalog", default="lake", choices=("lake", "rest", "glue"),
+                           help="with --full-sync: the fleet in the embedded SQL catalog (default), "
+                           "Iceberg's REST server 1.11.0 or moto's Glue"),
             p.add_argument("--pgbouncer", action="store_true",
                            help="with --postgres: Dagster's storage through PgBouncer (session mode)"),
         ),
@@ -107,7 +112,7 @@ def main() -> None:
     bench = Bench(args.workdir)
     count = args.tables or (200 if args.quick else 1_000)
     if args.full_sync:
-        full_sync(bench, count, args.postgres, args.pgbouncer)
+        full_sync(bench, count, args.postgres, args.pgbouncer, args.catalog)
         return
     print(f"Health-sync run benchmark ({count:,} tables); {machine()}")
     keys, config = fleet_and_settings(bench, count, {"health_sync_batch_size": count}, status_workers=1)
