@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,14 +24,9 @@ from pathlib import Path
 import psycopg2
 
 from bench._postgres import HOST, PORT, USER
+from tests.network import free_port
 
 INSTALL = "PgBouncer is not installed: install it with `apt-get install -y pgbouncer` (Debian 12: 1.18)"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
 
 
 def _binary() -> str:
@@ -48,7 +42,7 @@ def pgbouncer(root: Path, pool_size: int = 20) -> Iterator[int]:
     local server, configured and logging under `root`; yields its port."""
     binary = _binary()
     root.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     users = root / "userlist.txt"
     users.write_text(f'"{USER}" ""\n')
     ini = root / "pgbouncer.ini"
