@@ -17,7 +17,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,8 @@ import psycopg2
 
 from bench._postgres import HOST, PORT, USER
 from tests.network import free_port
+from tests.polling import poll
+from tests.processes import stop
 
 INSTALL = "PgBouncer is not installed: install it with `apt-get install -y pgbouncer` (Debian 12: 1.18)"
 
@@ -63,23 +64,19 @@ def pgbouncer(root: Path, pool_size: int = 20) -> Iterator[int]:
         _wait_until_serving(port, process, root)
         yield port
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+        stop(process, group=True)
 
 
 def _wait_until_serving(port: int, process: subprocess.Popen[bytes], root: Path) -> None:
-    deadline = time.monotonic() + 30
-    while True:
+    def serving() -> bool:
         try:
             psycopg2.connect(host=HOST, port=port, user=USER, dbname="postgres", connect_timeout=2).close()
-            return
+            return True
         except psycopg2.OperationalError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                log = root / "pgbouncer.log"
-                tail = log.read_text()[-2000:] if log.exists() else "(no log)"
-                raise SystemExit(f"PgBouncer did not start on port {port}: {tail}") from None
-            time.sleep(0.2)
+            return False
+
+    if poll(lambda: serving() or process.poll() is not None, timeout=30, every=0.2) and serving():
+        return
+    log = root / "pgbouncer.log"
+    tail = log.read_text()[-2000:] if log.exists() else "(no log)"
+    raise SystemExit(f"PgBouncer did not start on port {port}: {tail}")
