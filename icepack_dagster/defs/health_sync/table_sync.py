@@ -115,10 +115,10 @@ def sync_tables(
         context.log.warning(_failures_line(failures))
     last_writes = _last_writes(recorded) if only_changes else {}
     measured = _judge(engine, partitions, keys, refresh.statuses, failures)
-    slots = policy.slots({partition: m.health for partition, (_, m) in measured.items()})
+    slots = policy.slots({partition: m.health for partition, m in measured.items()})
     needs = _operator_needs(icepack, keys, measured)
-    pairs: list[tuple[str, Metadata, Measurement, str]] = []
-    for partition, (status_md, measurement) in measured.items():
+    pairs: list[tuple[str, Measurement, str]] = []
+    for partition, measurement in measured.items():
         health = measurement.health
         verdict = verdict_of(needs[partition])
         last = last_writes.get(partition)
@@ -128,15 +128,15 @@ def sync_tables(
             else EVERY_TABLE
         )
         if reason is not None:
-            pairs.append((partition, status_md, replace(measurement, operator_verdict=verdict), reason))
+            pairs.append((partition, replace(measurement, operator_verdict=verdict), reason))
     # Another run (a post-maintenance refresh) may have written a newer result meanwhile: keep it.
     newer = _written_since(engine, [pair[0] for pair in pairs], now)
     kept = [pair for pair in pairs if pair[0] not in newer]
-    for partition, status_md, measurement, reason in kept:
+    for partition, measurement, reason in kept:
         health_md = health_metadata(measurement.health) | operator_verdict_metadata(needs[partition])
-        _log_pair(context, names, partition, status_md, health_md, reason)
-    engine.facts.record_measurements([measurement for _, _, measurement, _ in kept], utc_now())
-    judged = {partition: measurement.health for partition, _, measurement, _ in kept}
+        _log_pair(context, names, partition, _status_metadata(measurement), health_md, reason)
+    engine.facts.record_measurements([measurement for _, measurement, _ in kept], utc_now())
+    judged = {partition: measurement.health for partition, measurement, _ in kept}
     _log_checks(context, names, judged, needs)
     written = Counter(health.state for health in judged.values())
     total = sum(written.values())
@@ -151,16 +151,16 @@ def sync_tables(
 def _operator_needs(
     icepack: IcepackResource,
     keys: dict[str, TableKey],
-    measured: dict[str, tuple[Metadata, Measurement]],
+    measured: dict[str, Measurement],
 ) -> dict[str, OperatorNeed | None]:
     """Whether each table needs a person (domain/health/needs_operator.py), from its health just judged
     and its maintenance history (one fleet-wide read of the state database): icepack's own state, never
     Dagster's events."""
-    statuses = {keys[p]: m.status for p, (_, m) in measured.items() if p in keys}
+    statuses = {keys[p]: m.status for p, m in measured.items() if p in keys}
     histories = histories_of(icepack.engine, statuses)
     failing_after = icepack.settings.platform.alert_failing_after
     needs: dict[str, OperatorNeed | None] = {}
-    for partition, (_, measurement) in measured.items():
+    for partition, measurement in measured.items():
         key = keys.get(partition)
         history = histories[key][0] if key is not None else TableHistory.empty(partition)
         facts = OperatorFacts(health=measurement.health, history=history, failing_after=failing_after)
@@ -193,22 +193,28 @@ def _judge(
     keys: dict[str, TableKey],
     statuses: Mapping[str, object],
     failures: dict[str, str],
-) -> dict[str, tuple[Metadata, Measurement]]:
-    """Each table's `table_status` metadata and what it records (the health unknown, saying why, when
-    status failed)."""
-    judged: dict[str, tuple[Metadata, Measurement]] = {}
+) -> dict[str, Measurement]:
+    """Each table's status and health (the health unknown, saying why, when status failed)."""
+    judged: dict[str, Measurement] = {}
     for partition in partitions:
         key = keys.get(partition)
         status = statuses.get(key.text) if key is not None else None
         if status is None:
             error = failures.get(partition, NOT_MEASURED)
-            health = unknown_health(partition, error)
-            judged[partition] = status_failure_metadata(error), Measurement(partition, None, error, health)
+            judged[partition] = Measurement(partition, None, error, unknown_health(partition, error))
         else:
             assert isinstance(status, TableStatus)
-            measurement = Measurement(partition, status, None, engine.health(status))
-            judged[partition] = status_metadata(status), measurement
+            judged[partition] = Measurement(partition, status, None, engine.health(status))
     return judged
+
+
+def _status_metadata(measurement: Measurement) -> Metadata:
+    """The `table_status` metadata of a table about to be written: built only for those, since most
+    tables of a scheduled sync are not written and building it is most of what judging an unchanged
+    table costs (a JSON metadata value of the whole status)."""
+    if measurement.status is None:
+        return status_failure_metadata(measurement.status_error or NOT_MEASURED)
+    return status_metadata(measurement.status)
 
 
 def _failures_line(failures: dict[str, str]) -> str:
