@@ -17,7 +17,8 @@ path, each path on its own fresh copies of the tables:
   through icepack's engine, untimed) before the platform starts.
 
 With `--postgres`, each path's deployment keeps Dagster's storage and icepack's state in fresh
-PostgreSQL databases (bench/_postgres.py), as production does; else SQLite. The fleet summary's
+PostgreSQL databases (bench/_postgres.py), as production does; else SQLite; with `--pgbouncer` too,
+Dagster's is reached through a PgBouncer in session mode, as docs/DAGSTER.md advises. The fleet summary's
 automation sensor keeps its default interval (2 minutes). All with the same platform knobs (sensor
 every 5 s, 2 runs per tick, 2 in flight; on the Connect path `--connect-in-flight`, since the runs in
 flight are the server's concurrency; a tick judges
@@ -46,7 +47,7 @@ files are printed before and after the fleet.
 
     .venv/bin/python bench/fleet_maintenance.py [--small N] [--large N] [--batch-size N] [--batch-workers N]
         [--per-table-sample N] [--local-batch-sample N] [--warm-up N] [--connect-in-flight N]
-        [--connect-floor-sample N] [--postgres]
+        [--connect-floor-sample N] [--postgres [--pgbouncer]]
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import dagster as dg  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from bench import _postgres  # noqa: E402
+from bench import _pgbouncer, _postgres  # noqa: E402
 from bench._fixtures import NAMESPACE, Bench, arguments, machine, ratio, table  # noqa: E402
 from bench._platform import Platform, RunTimes  # noqa: E402
 from bench._warm_spark import connect_settings, open_files, warm_connect_server, warm_up  # noqa: E402
@@ -139,24 +140,28 @@ def contents(bench: Bench, tables: list[str]) -> dict[str, Any]:
 
 def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list[str]], batch_size: int,
              timeout: float, master: str = "local[2]", in_flight: int = 2, workers: int = 2,
-             postgres: bool = False) -> PathResult:
+             postgres: bool = False, pgbouncer: bool = False) -> PathResult:
     """Maintain one set of tables through a fresh deployment (with `postgres`, Dagster's storage and
-    icepack's state in fresh PostgreSQL databases, as production has them); returns what its runs did
-    and when."""
+    icepack's state in fresh PostgreSQL databases, as production has them; with `pgbouncer` too,
+    Dagster's reached through a PgBouncer in session mode, bench/_pgbouncer.py); returns what its runs
+    did and when."""
     with contextlib.ExitStack() as stack:
         more: dict[str, Any] = {}
         dagster_database = None
+        port = _postgres.PORT
         if postgres:
             dagster_database = stack.enter_context(_postgres.fresh_database("fleet_dagster"))
             state_database = stack.enter_context(_postgres.fresh_database("fleet_state"))
             more["state_url"] = _postgres.sqlalchemy_url(state_database)
+            if pgbouncer:
+                port = stack.enter_context(_pgbouncer.pgbouncer(bench.workdir / f"pgbouncer-{prefix}"))
         return _run_path(bench, name, prefix, tables, batch_size, timeout, master, in_flight, workers,
-                         dagster_database, more)
+                         dagster_database, more, port)
 
 
 def _run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list[str]], batch_size: int,
               timeout: float, master: str, in_flight: int, workers: int, dagster_database: str | None,
-              more: dict[str, Any]) -> PathResult:
+              more: dict[str, Any], postgres_port: int) -> PathResult:
     small, large = tables
     everything = small + large
     config: dict[str, Any] = {
@@ -181,7 +186,7 @@ def _run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], lis
         },
     } | more
     platform = Platform(bench.workdir / f"platform-{prefix}", config, queue_interval_seconds=1,
-                        postgres_database=dagster_database)
+                        postgres_database=dagster_database, postgres_port=postgres_port)
     try:
         instance = platform.instance
         instance.add_dynamic_partitions(PARTITIONS_NAME, everything)
@@ -313,7 +318,8 @@ def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[st
         name = (f"batch runs on a Spark Connect server ({args.connect_master}, up to {args.batch_size}, "
                 f"{args.batch_workers} at once, {args.connect_in_flight} run(s) in flight)")
         path = run_path(bench, name, prefix, tables, args.batch_size, args.timeout, master=url,
-                        in_flight=args.connect_in_flight, workers=args.batch_workers, postgres=args.postgres)
+                        in_flight=args.connect_in_flight, workers=args.batch_workers, postgres=args.postgres,
+                        pgbouncer=args.pgbouncer)
         files = f"server JVM open files {files_before} -> {open_files(server)}"
         base = build_spark_session(connect_settings(bench, url))
         try:
@@ -348,6 +354,8 @@ def main() -> None:
             p.add_argument("--timeout", type=float, default=3600, help="seconds per path before giving up"),
             p.add_argument("--postgres", action="store_true",
                            help="Dagster's storage and icepack's state in PostgreSQL, as in production"),
+            p.add_argument("--pgbouncer", action="store_true",
+                           help="with --postgres: Dagster's storage through PgBouncer (session mode)"),
         ),
     )
     bench = Bench(args.workdir)
@@ -358,6 +366,10 @@ def main() -> None:
                "floors": args.small if args.batch_workers > 1 else 0,
                "cfloor": _sample(args.connect_floor_sample, args.small)}
     storage = "PostgreSQL (Dagster's storage and icepack's state)" if args.postgres else "SQLite"
+    if args.pgbouncer:
+        if not args.postgres:
+            raise SystemExit("--pgbouncer needs --postgres: it pools the connections to Dagster's PostgreSQL")
+        storage += ", Dagster's through PgBouncer"
     print(f"Fleet maintenance benchmark, {storage} storage ({args.small} small + {args.large} large tables "
           f"for the Connect path and the floor; samples: {samples['run']} small for a run per table, "
           f"{samples['batch']} for local batches); {machine()}")
@@ -372,12 +384,12 @@ def main() -> None:
     paths = []
     if samples["run"]:
         paths.append(run_path(bench, "a run per table (today)", f"fm{tag}_run", sets["run"], 1, args.timeout,
-                              postgres=args.postgres))
+                              postgres=args.postgres, pgbouncer=args.pgbouncer))
     if samples["batch"]:
         paths.append(run_path(bench, f"batch runs, local Spark per run (up to {args.batch_size}, "
                               f"{args.batch_workers} at once)", f"fm{tag}_batch", sets["batch"],
                               args.batch_size, args.timeout, workers=args.batch_workers,
-                              postgres=args.postgres))
+                              postgres=args.postgres, pgbouncer=args.pgbouncer))
     connect, server_files, connect_floor_wall = run_connect_path(
         bench, args, f"fm{tag}_connect", sets["connect"], warm["connect"], sets["cfloor"][0]
     )
