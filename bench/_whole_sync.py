@@ -82,12 +82,15 @@ def timed(work: Callable[[], Any]) -> tuple[float, float, Any]:
 
 
 def fleet_and_settings(
-    bench: Bench, count: int, platform: dict[str, Any], served: ServedCatalog | None = None, **more: Any
+    bench: Bench, count: int, platform: dict[str, Any], served: ServedCatalog | None = None, appends: int = 8,
+    **more: Any
 ) -> tuple[list[TableKey], dict[str, Any]]:
-    """bench/control_plane.py's fleet of `count` critical tables (made once per work directory) and the
-    settings of a deployment that syncs it, its sensors stopped, with `platform` knobs on top; with
-    `served`, the fleet registered in that catalog too (fresh each run), and synced there."""
-    wall, _, keys = timed(lambda: _tables.fleet(bench, count, prefix=f"ctl{count}", appends=8))
+    """bench/control_plane.py's fleet of `count` critical tables (made once per work directory; with fewer
+    than 8 `appends`, a fleet of healthy tables beside it) and the settings of a deployment that syncs it,
+    its sensors stopped, with `platform` knobs on top; with `served`, the fleet registered in that catalog
+    too (fresh each run), and synced there."""
+    prefix = f"ctl{count}" if appends == 8 else f"ctl{count}a{appends}"
+    wall, _, keys = timed(lambda: _tables.fleet(bench, count, prefix=prefix, appends=appends))
     print(f"fleet of {count:,} registered tables ready in {wall:.1f} s (made once per work directory)")
     catalogs: dict[str, Any] = {"lake": {"kind": "embedded"}}
     if served is not None:
@@ -99,7 +102,7 @@ def fleet_and_settings(
         "home": str(bench.workdir / "home"),
         "catalogs": catalogs,
         "spark": {"master": "local[2]", "driver_memory": "2g"},
-        "include": [f"{catalog}.{NAMESPACE}.ctl{count}_[0-9]*"],
+        "include": [f"{catalog}.{NAMESPACE}.{prefix}_[0-9]*"],
         "platform": {"sensors_running_by_default": False} | platform,
         **more,
     }
@@ -167,15 +170,36 @@ class Sync:
     rows: Writes = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class FleetShape:
+    """What a whole sync runs on: every table critical (8 small files: rewritten hourly) or healthy (2 small
+    files, fewer than a SMALL_FILES issue needs: rewritten daily, never within 12 hours of its first write,
+    and a one-row commit leaves it healthy, so its status comes from its snapshot summaries); tables per
+    health-sync run (None: the platform's default); whether the quarter-changed sync runs."""
+
+    healthy: bool = False
+    batch_size: int | None = None
+    quarter: bool = True
+
+    @property
+    def appends(self) -> int:
+        return 2 if self.healthy else 8
+
+    def describe(self) -> str:
+        tables = "healthy tables (rewritten daily)" if self.healthy else "critical tables (rewritten hourly)"
+        return tables + (f", {self.batch_size:,} per run" if self.batch_size else "")
+
+
 def full_sync(
-    bench: Bench, count: int, postgres: bool, pgbouncer: bool = False, catalog: str = "lake"
+    bench: Bench, count: int, postgres: bool, pgbouncer: bool = False, catalog: str = "lake",
+    shape: FleetShape = FleetShape(),
 ) -> None:
     """The four syncs of the module's docstring on `count` tables, on SQLite or PostgreSQL storage (with
     `pgbouncer`, Dagster's reached through a PgBouncer in session mode: bench/_pgbouncer.py), the fleet
-    in `catalog` (`served_catalog`)."""
+    in `catalog` (`served_catalog`), shaped by `shape`."""
     storage = ("PostgreSQL through PgBouncer" if pgbouncer else "PostgreSQL") if postgres else "SQLite"
-    print(f"Whole health sync of {count:,} tables in the {catalog} catalog as real runs, {storage} storage; "
-          f"{machine()}")
+    print(f"Whole health sync of {count:,} {shape.describe()} in the {catalog} catalog as real runs, "
+          f"{storage} storage; {machine()}")
     with contextlib.ExitStack() as stack:
         databases: dict[str, str] = {}
         more: dict[str, Any] = {}
@@ -185,7 +209,10 @@ def full_sync(
             more["state_url"] = _postgres.sqlalchemy_url(databases["state"])
         port = stack.enter_context(_pgbouncer.pgbouncer(bench.workdir / "pgbouncer")) if pgbouncer else None
         served = stack.enter_context(served_catalog(bench, catalog))
-        keys, config = fleet_and_settings(bench, count, {"health_sync_cron": "* * * * *"}, served, **more)
+        knobs: dict[str, Any] = {"health_sync_cron": "* * * * *"}
+        if shape.batch_size:
+            knobs["health_sync_batch_size"] = shape.batch_size
+        keys, config = fleet_and_settings(bench, count, knobs, served, shape.appends, **more)
         settings = load_settings(**config)
         job = build_definitions(settings).resolve_job_def(HEALTH_SYNC)
         batch = settings.platform.health_sync_batch_size
@@ -218,9 +245,10 @@ def full_sync(
         committed, commit_seconds = commit_to(bench, keys[1::100], served)
         syncs.append(scheduled_sync(platform, "steady sync (1% changed), real runs", runs, databases,
                                     committed, commit_seconds))
-        committed, commit_seconds = commit_to(bench, keys[2::4], served)
-        syncs.append(scheduled_sync(platform, "a quarter of the fleet changed, real runs", runs, databases,
-                                    committed, commit_seconds))
+        if shape.quarter:
+            committed, commit_seconds = commit_to(bench, keys[2::4], served)
+            syncs.append(scheduled_sync(platform, "a quarter of the fleet changed, real runs", runs,
+                                        databases, committed, commit_seconds))
     print_syncs(count, storage, syncs, in_process, serial)
 
 

@@ -25,10 +25,13 @@ after real commits to a quarter of them. With `--postgres`, Dagster's storage an
 database are fresh PostgreSQL databases on the local server, dropped afterwards; with `--pgbouncer`
 too, Dagster's is reached through a PgBouncer in session mode (bench/_pgbouncer.py). With `--catalog rest`
 or `glue` the fleet is registered in Iceberg's REST server 1.11.0 (conditional loads) or moto's Glue,
-started by the benchmark, and synced there (the commits go through that catalog too).
+started by the benchmark, and synced there (the commits go through that catalog too). `--healthy-fleet`
+syncs a fleet of healthy tables instead (bench/_whole_sync.py, `FleetShape`), `--batch-size` sets the
+tables per run, `--no-quarter` leaves out the last sync.
 
     .venv/bin/python bench/health_sync_run.py [--quick] [--tables N] [--rounds N]
-        [--full-sync [--catalog lake|rest|glue] [--postgres [--pgbouncer]]]
+        [--full-sync [--catalog lake|rest|glue] [--postgres [--pgbouncer]] [--healthy-fleet]
+                     [--batch-size N] [--no-quarter]]
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from bench._whole_sync import (  # noqa: E402
     HEALTH_SYNC,
     ICEPACK_LOCATION,
     QUIET,
+    FleetShape,
     fleet_and_settings,
     full_sync,
     timed,
@@ -107,12 +111,20 @@ def main() -> None:
                            "Iceberg's REST server 1.11.0 or moto's Glue"),
             p.add_argument("--pgbouncer", action="store_true",
                            help="with --postgres: Dagster's storage through PgBouncer (session mode)"),
+            p.add_argument("--healthy-fleet", action="store_true",
+                           help="with --full-sync: a fleet of healthy tables (rewritten daily) instead of "
+                           "critical ones (rewritten hourly)"),
+            p.add_argument("--batch-size", type=int,
+                           help="with --full-sync: tables per health-sync run (default: the platform's)"),
+            p.add_argument("--no-quarter", action="store_true",
+                           help="with --full-sync: without the sync after commits to a quarter of the fleet"),
         ),
     )
     bench = Bench(args.workdir)
     count = args.tables or (200 if args.quick else 1_000)
     if args.full_sync:
-        full_sync(bench, count, args.postgres, args.pgbouncer, args.catalog)
+        shape = FleetShape(args.healthy_fleet, args.batch_size, quarter=not args.no_quarter)
+        full_sync(bench, count, args.postgres, args.pgbouncer, args.catalog, shape)
         return
     print(f"Health-sync run benchmark ({count:,} tables); {machine()}")
     keys, config = fleet_and_settings(bench, count, {"health_sync_batch_size": count}, status_workers=1)
