@@ -215,7 +215,7 @@ def full_sync(
         keys, config = fleet_and_settings(bench, count, knobs, served, shape.appends, **more)
         settings = load_settings(**config)
         job = build_definitions(settings).resolve_job_def(HEALTH_SYNC)
-        batch = settings.platform.health_sync_batch_size
+        batch = settings.platform.health_sync_batch(count)
         platform = Platform(bench.workdir / f"platform-sync{count}", config, queue_interval_seconds=1,
                             env=served.env if served is not None else None,
                             postgres_database=databases.get("dagster"), postgres_port=port or _postgres.PORT)

@@ -114,7 +114,7 @@ def main() -> None:
         peak = traced_peak_mib(lambda: tick(defs, "iceberg_table_discovery", instance, first.cursor))
         rows.append(["discovery sensor, steady tick", wall, cpu, peak, _describe(steady)])
 
-        batch = platform.health_sync_batch_size
+        batch = platform.health_sync_batch(count)
         job = defs.resolve_job_def("health_sync")
         chunks = [partitions[i * batch : (i + 1) * batch] for i in range(synced_runs)]
         assert all(chunks), f"{synced_runs} runs of {batch} need more than {count} tables"

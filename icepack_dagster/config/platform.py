@@ -17,6 +17,10 @@ from icepack_dagster.domain.sizing.tiers import SizingPolicy, SizingTier
 DEFAULT_DEPLOYMENT = "icepack"
 DEFAULT_PARTITIONS_NAME = "iceberg_tables"
 DEPLOYMENT_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
+# Tables per health-sync run when the setting is unset (`PlatformSettings.health_sync_batch`).
+HEALTH_SYNC_BATCH = 1000
+HEALTH_SYNC_RUNS = 20
+MAX_HEALTH_SYNC_BATCH = 5000
 
 
 class PlatformSettings(FrozenModel):
@@ -33,7 +37,13 @@ class PlatformSettings(FrozenModel):
     )
 
     health_sync_cron: str = Field(default="*/15 * * * *", description="When status and health refresh (UTC)")
-    health_sync_batch_size: int = Field(default=1000, ge=1, le=5000, description="Tables per health-sync run")
+    health_sync_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_HEALTH_SYNC_BATCH,
+        description=f"Tables per health-sync run; unset: {HEALTH_SYNC_BATCH:,}, or as many as keep a sync to "
+        f"{HEALTH_SYNC_RUNS} runs in a larger fleet, at most {MAX_HEALTH_SYNC_BATCH:,} (health_sync_batch)",
+    )
     health_sync_workers: int = Field(default=8, ge=1, le=64, description="Tables measured at once in a run")
     health_sync_writes: Literal["changes", "all"] = Field(
         default="changes",
@@ -180,6 +190,19 @@ class PlatformSettings(FrozenModel):
         if self.sizing_tiers is not None:
             fields["tiers"] = self.sizing_tiers
         return SizingPolicy(**fields)
+
+    def health_sync_batch(self, tables: int) -> int:
+        """Tables per health-sync run when a sync covers `tables`: the setting when set; else 1,000, or
+        as many as keep the sync to 20 runs, at most 5,000 (from 20,000 tables on: 100,000 take 20 runs).
+
+        Why it grows with the fleet: each run is a process (a pod in production) that spends seconds
+        importing Dagster and the definitions whatever its batch, and a steady sync reads only the
+        tables that changed, so at 100,000 tables its 100 runs of 1,000 spent more time starting than
+        working (docs/PERFORMANCE.md, section 5). 20 runs still keep several observation slots busy
+        through a sync that reads every table; below 20,000 tables nothing changes."""
+        if self.health_sync_batch_size is not None:
+            return self.health_sync_batch_size
+        return min(MAX_HEALTH_SYNC_BATCH, max(HEALTH_SYNC_BATCH, -(-tables // HEALTH_SYNC_RUNS)))
 
     @property
     def partitions_name(self) -> str:

@@ -80,7 +80,7 @@ def _result(
         run_requests=health_sync_requests(
             DeploymentNames.of(platform),
             [*unsynced, *changes.added],
-            platform.health_sync_batch_size,
+            platform.health_sync_batch(len(unsynced) + len(changes.added)),
             f"discovered:{generation}",
             tags=deployment_tags(platform),
         ),

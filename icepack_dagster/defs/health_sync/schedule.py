@@ -12,7 +12,12 @@ click) hold nothing back.
 
 import dagster as dg
 
-from icepack_dagster.config.platform import PlatformSettings
+from icepack_dagster.config.platform import (
+    HEALTH_SYNC_BATCH,
+    HEALTH_SYNC_RUNS,
+    MAX_HEALTH_SYNC_BATCH,
+    PlatformSettings,
+)
 from icepack_dagster.defs.asset_keys import DeploymentNames
 from icepack_dagster.defs.health_sync.job import (
     build_health_sync_job,
@@ -59,7 +64,7 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
         cron_schedule=platform.health_sync_cron,
         execution_timezone="UTC",
         default_status=default,
-        description=f"Status and health of every table, {platform.health_sync_batch_size} tables per run: "
+        description=f"Status and health of every table, {_batch_description(platform)} per run: "
         "table_status, table_health and its healthy check, written for tables that changed. A batch whose "
         "run from an earlier tick is still queued or running waits for the next tick.",
         metadata=health_sync_materializes(DeploymentNames.of(platform)),
@@ -72,7 +77,7 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
         requests = health_sync_requests(
             DeploymentNames.of(platform),
             partitions,
-            platform.health_sync_batch_size,
+            platform.health_sync_batch(len(partitions)),
             f"health-sync:{tick}",
             platform.health_sync_writes,
             deployment_tags(platform),
@@ -97,3 +102,11 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
         return ready
 
     return health_sync_schedule
+
+
+def _batch_description(platform: PlatformSettings) -> str:
+    if platform.health_sync_batch_size is not None:
+        return f"{platform.health_sync_batch_size:,} tables"
+    fleet = HEALTH_SYNC_BATCH * HEALTH_SYNC_RUNS
+    return (f"{HEALTH_SYNC_BATCH:,} tables (more in a fleet over {fleet:,}: at most {HEALTH_SYNC_RUNS} runs, "
+            f"{MAX_HEALTH_SYNC_BATCH:,} tables each)")

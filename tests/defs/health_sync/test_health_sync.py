@@ -1,9 +1,9 @@
 """Health sync: the schedule covers every table in runs of at most `health_sync_batch_size` tables
-(contiguous partition ranges, never one run per table). A table's first sync writes its `table_status`
-and `table_health` pair; a scheduled sync after that writes a pair only for tables whose metadata or
-health changed (or are due a rewrite), while any other run (a click, post-maintenance) writes every
-table it covers. A table whose metadata cannot be read is recorded with the error and health `unknown`,
-never healthy."""
+(unset: 1,000, more in a fleet over 20,000; contiguous partition ranges, never one run per table). A
+table's first sync writes its `table_status` and `table_health` pair; a scheduled sync after that
+writes a pair only for tables whose metadata or health changed (or are due a rewrite), while any other
+run (a click, post-maintenance) writes every table it covers. A table whose metadata cannot be read is
+recorded with the error and health `unknown`, never healthy."""
 
 from __future__ import annotations
 
@@ -348,3 +348,27 @@ def test_a_tick_holds_back_a_batch_while_an_earlier_ticks_run_of_it_has_not_ende
         instance.report_run_failed(resent)
         fourth = tick(TICK.replace(hour=13, minute=0))
         assert batches(fourth) == [tables[0:2], tables[2:4], tables[4:5]]
+
+
+def test_a_large_fleet_is_synced_in_at_most_twenty_runs_unless_the_batch_size_is_set(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """Unset, `health_sync_batch_size` is 1,000 up to 20,000 tables and grows beyond, so that a sync
+    starts at most 20 runs (each a process or pod that costs seconds to start whatever it does) until
+    5,000 tables per run; set, it is the batch whatever the fleet. Every table is in exactly one run,
+    in contiguous partition ranges, and discovery's first syncs are batched the same way."""
+    tables = [f"lake.ns.t{index:05d}" for index in range(25_001)]
+    instance.add_dynamic_partitions("iceberg_tables", tables)
+    home = load_settings(home=tmp_path / "home")
+    unset, set_ = PlatformSettings(), PlatformSettings(health_sync_batch_size=2_000)
+    for platform, expected in ((unset, 1_251), (set_, 2_000)):
+        defs = build_definitions(settings_with_platform(home, platform))
+        requests = _schedule_requests(defs, instance)
+        assert isinstance(requests, list)
+        batches = [r.run_config["ops"][NODE]["config"]["tables"] for r in requests]
+        assert [len(b) for b in batches[:-1]] == [expected] * (len(batches) - 1), platform
+        assert [t for b in batches for t in b] == sorted(tables)
+        assert len(batches) == -(-len(tables) // expected)
+    assert len(batches) == 13
+    sizes = {n: PlatformSettings().health_sync_batch(n) for n in (1, 20_000, 20_001, 100_000, 1_000_000)}
+    assert sizes == {1: 1_000, 20_000: 1_000, 20_001: 1_001, 100_000: 5_000, 1_000_000: 5_000}
