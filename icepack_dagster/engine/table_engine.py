@@ -7,6 +7,7 @@ which gets what it needs from the engine through `MaintenanceServices` and never
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, time, timedelta
@@ -46,7 +47,10 @@ from icepack_dagster.iceberg.unreferenced_files import find_unreferenced_files
 from icepack_dagster.store.history_store import HistoryStore
 from icepack_dagster.store.manifest_store import ManifestSummaryStore
 from icepack_dagster.store.table_facts import TableFactsStore
+from icepack_dagster.store.table_identities import TableIdentities, set_aside_name
 from icepack_dagster.store.table_lease import TableLeases, default_holder
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -85,6 +89,12 @@ class Engine:
         """Each table's latest status, health and maintenance outcome, as the platform's decisions read
         them (store/table_facts.py)."""
         return TableFactsStore(self.settings.resolved_state_url, self.settings.platform.deployment_name)
+
+    @cached_property
+    def identities(self) -> TableIdentities:
+        """Which table each name meant when last measured (store/table_identities.py), recorded in the
+        database of the history it sets aside."""
+        return TableIdentities(self.history_store.url, self.settings.platform.deployment_name)
 
     @cached_property
     def leases(self) -> TableLeases:
@@ -129,7 +139,7 @@ class Engine:
         # PyIceberg's readers, imported when a table is first measured (see iceberg/catalogs.py)
         from icepack_dagster.iceberg.status_reader import collect_status
 
-        return collect_status(
+        status = collect_status(
             self.catalogs.get(key.catalog),
             key,
             self.settings.thresholds,
@@ -137,6 +147,24 @@ class Engine:
             workers=self.settings.status_workers,
             cache=self.manifest_cache,
         )
+        self.observe_identities([status])
+        return status
+
+    def observe_identities(self, statuses: Sequence[TableStatus]) -> dict[str, str]:
+        """Record which table each measured name means; a name that now means a table created again
+        under it gets a history of its own, the former one set aside (store/table_identities.py).
+        Returns those names with the former table's UUID. `status` calls it for every table it reads,
+        so history is never judged for the wrong table; a caller that reads many tables at once
+        (`refresh_statuses`) calls it for the tables it read, before it reads their histories."""
+        measured = {s.table: s.table_uuid for s in statuses if s.table_uuid is not None}
+        replaced = self.identities.observe(measured, utc_now())
+        for table, former in replaced.items():
+            logger.warning(
+                "table %s was created again under its name (the former table's UUID was %s): it starts a "
+                "history of its own; the former history is kept as %s", table, former,
+                set_aside_name(table, former),
+            )
+        return replaced
 
     def refresh_statuses(
         self,

@@ -129,6 +129,7 @@ def metadata_facts(table: Table, name: str, now: datetime) -> dict[str, Any]:
         "table": name,
         "collected_at": now,
         "metadata_location": table.metadata_location,
+        "table_uuid": str(metadata.table_uuid),
         "location": metadata.location,
         "format_version": metadata.format_version,
         "snapshot_id": snapshot.snapshot_id if snapshot is not None else None,

@@ -59,6 +59,7 @@ class HistoryStore:
     """Reads and appends maintenance history; safe to share across threads."""
 
     def __init__(self, url: str) -> None:
+        self.url = url  # the state database's URL (what else keeps state beside this history opens it)
         self._engine: SqlEngine = open_state_database(url)
 
     def record(self, report: MaintenanceReport) -> None:

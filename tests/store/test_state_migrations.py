@@ -42,6 +42,7 @@ from icepack_dagster.store import (
     schema_migrations,
     state_database,
     table_facts,
+    table_identities,
     table_lease,
 )
 from icepack_dagster.store.history_store import HistoryStore
@@ -150,6 +151,16 @@ def _rows(url: str, table: str, order: str = "id") -> list[tuple[object, ...]]:
         engine.dispose()
 
 
+def _upgrade_to(url: str, revision: str) -> None:
+    """The database migrated to `revision` (not the newest): a database an older icepack left."""
+    engine = create_engine(url)
+    config = schema_migrations._config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+    engine.dispose()
+
+
 def _revision(url: str) -> str | None:
     engine = create_engine(url)
     try:
@@ -195,12 +206,7 @@ def test_an_old_database_is_adopted_and_upgraded_at_start_up_without_loss(url: s
 def test_a_database_at_the_previous_head_gains_empty_table_facts_and_keeps_its_history(url: str) -> None:
     """0003 -> head: the table facts (0004) start empty (the next health sync fills them), numbering from
     1."""
-    engine = create_engine(url)
-    config = schema_migrations._config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0003")
-    engine.dispose()
+    _upgrade_to(url, "0003")
     with create_engine(url).begin() as connection:
         connection.execute(insert(history_tables.maintenance_runs).values(
             table_key="lake.ns.t", started_at=T0, finished_at=T0, outcome="succeeded"
@@ -223,12 +229,7 @@ def test_a_database_at_the_previous_head_gains_empty_table_facts_and_keeps_its_h
 def test_a_database_with_table_facts_gains_deletion_vector_summaries_and_keeps_its_facts(url: str) -> None:
     """0004 -> 0005: the manifest summaries that counted deletion vectors as position delete files are a
     cache, dropped for version 4 (decoded again on first use); the facts and the history stay."""
-    engine = create_engine(url)
-    config = schema_migrations._config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0004")
-    engine.dispose()
+    _upgrade_to(url, "0004")
     with create_engine(url).begin() as connection:
         connection.execute(insert(history_tables.maintenance_runs).values(
             table_key="lake.ns.t", started_at=T0, finished_at=T0, outcome="refused", error="too old"
@@ -246,11 +247,33 @@ def test_a_database_with_table_facts_gains_deletion_vector_summaries_and_keeps_i
 
     state_database.upgrade_state_database(url)
 
-    assert _revision(url) == schema_migrations.head_revision() == "0005"
+    assert _revision(url) == schema_migrations.head_revision()
     assert {t: _rows(url, t, order) for t, order in kept.items()} == before
     tables = set(inspect(create_engine(url)).get_table_names())
     assert "icepack_manifest_summaries_v4" in tables and "icepack_manifest_summaries_v3" not in tables
     assert _rows(url, "icepack_manifest_summaries_v4", "path") == []
+
+
+def test_a_database_with_summaries_v4_gains_empty_table_identities_and_keeps_its_state(url: str) -> None:
+    """0005 -> 0006: the table identities start empty (every name is recorded as it is when next
+    measured, nothing set aside); history and facts stay as they were."""
+    _upgrade_to(url, "0005")
+    with create_engine(url).begin() as connection:
+        connection.execute(insert(history_tables.maintenance_runs).values(
+            table_key="lake.ns.t", started_at=T0, finished_at=T0, outcome="violated", error="removed 1 file"
+        ))
+        connection.execute(insert(table_facts.table_facts).values(
+            deployment="icepack", table_key="lake.ns.t", outcome="violated", maintained_at=T0,
+            files_reclaimed=0, bytes_reclaimed=0,
+        ))
+    kept = {"icepack_maintenance_runs": "id", "icepack_table_facts": "table_key"}
+    before = {t: _rows(url, t, order) for t, order in kept.items()}
+
+    state_database.upgrade_state_database(url)
+
+    assert _revision(url) == schema_migrations.head_revision() == "0006"
+    assert {t: _rows(url, t, order) for t, order in kept.items()} == before
+    assert _rows(url, "icepack_table_identities", "table_key") == []
 
 
 def test_icepack_state_upgrade_adopts_an_old_database_once(url: str, tmp_path: Path) -> None:
@@ -280,7 +303,7 @@ def test_icepack_state_upgrade_adopts_an_old_database_once(url: str, tmp_path: P
 def test_the_newest_revision_builds_exactly_the_tables_the_stores_query(url: str) -> None:
     state_database.upgrade_state_database(url)
     stores = MetaData()
-    for module in (history_tables, manifest_store, table_facts, table_lease):
+    for module in (history_tables, manifest_store, table_facts, table_identities, table_lease):
         for table in module._metadata.tables.values():
             table.to_metadata(stores)
     engine = create_engine(url)

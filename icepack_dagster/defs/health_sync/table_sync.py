@@ -53,6 +53,7 @@ from icepack_dagster.domain.table.status import TableStatus
 from icepack_dagster.engine import Engine
 from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.store.table_facts import MeasuredTable, Measurement
+from icepack_dagster.store.table_identities import set_aside_name
 
 SYNC_REASON = "sync_reason"
 EVERY_TABLE = "every table of this run"
@@ -113,6 +114,12 @@ def sync_tables(
     )
     if failures:  # one line, not one per table: a catalog outage fails every table of the catalog
         context.log.warning(_failures_line(failures))
+    # before any history is read: a table created again under its name is judged on a history of its own
+    recreated = engine.observe_identities([refresh.statuses[k.text] for p, k in keys.items() if p in read])
+    for table, former in recreated.items():
+        context.log.warning(f"{table}: created again under its name (the former table's UUID was {former}); "
+                            f"it starts a history of its own, the former one is kept as "
+                            f"{set_aside_name(table, former)}")
     last_writes = _last_writes(recorded) if only_changes else {}
     measured = _judge(engine, partitions, keys, refresh.statuses, failures)
     slots = policy.slots({partition: m.health for partition, m in measured.items()})

@@ -75,6 +75,10 @@ class TableStatus(FrozenModel):
         default=None, description="The REST catalog's ETag for the metadata measured (a load sent it back "
         "as If-None-Match is answered 304 while the table is the same); None for other catalogs",
     )
+    table_uuid: str | None = Field(
+        default=None, description="The table's UUID in its metadata: a table dropped and created again under "
+        "its name has a new one (None in a status recorded before icepack read it)",
+    )
     location: str
     format_version: int = Field(ge=1, le=3)
     snapshot_id: int | None = Field(description="Current snapshot of main; None for a table with no snapshot")

@@ -4,7 +4,8 @@ When the status tracker knows a table's status at snapshot k and main's current 
 k, the commits since are in the loaded metadata file. The summary status is used only when all of these
 hold; otherwise the manifests are read exactly as before (`status_reader.read_status`):
 
-1. the known status has a snapshot and no delete file, and was measured under today's file-size limits;
+1. the known status is of this table (the same UUID: not one dropped and created again under its
+   name), has a snapshot and no delete file, and was measured under today's file-size limits;
 2. walking main's parents from the current snapshot reaches k through retained snapshots only;
 3. every commit since k is a plain append whose summary has `added-data-files`, `added-records` and
    `added-files-size`, and reports nothing deleted or removed and no delete file added;
@@ -90,6 +91,8 @@ def summary_status(
     name = key.text
     if known.snapshot_id is None:
         return "the known status has no snapshot to start from"
+    if known.table_uuid is not None and known.table_uuid != str(table.metadata.table_uuid):
+        return f"the table was created again under its name (its UUID was {known.table_uuid})"
     if known.live_delete_files:
         return f"the known status has {known.live_delete_files} delete files"
     metadata = table.metadata

@@ -155,6 +155,37 @@ def test_cadence_since_the_last_maintenance_outcome(
     assert MaintenanceCursor.model_validate_json(result.cursor).pending == {}
 
 
+def test_a_table_created_again_under_its_name_is_not_held_by_its_predecessor(
+    defs: dg.Definitions,
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+) -> None:
+    """Dropped and created again (a new Iceberg UUID): the health sync sets the former table's history
+    aside, and neither its maintenance an hour ago (cadence) nor its failures (quarantine) hold the new
+    table back; the former history stays readable under its set-aside name."""
+    lake, table = catalogs.get("lake"), key(namespace, "small")
+    former = small_file_table(lake, f"{namespace}.small", appends=12)
+    sync_all(defs, instance)
+    engine = Engine(scoped_settings)
+    record_failures(scoped_settings, table, times=3)
+    engine.facts.record_outcome(table, "succeeded", utc_now() - timedelta(hours=1), 0, 0)
+    held = evaluate_sensor(defs, SENSOR, instance)
+    assert not held.run_requests and "cadence not elapsed" in held.skip_reason.skip_message
+
+    lake.drop_table(f"{namespace}.small")
+    again = small_file_table(lake, f"{namespace}.small", appends=12)
+    assert again.metadata.table_uuid != former.metadata.table_uuid
+    assert run_health_sync(defs, instance, [table]).success
+
+    assert launched(evaluate_sensor(defs, SENSOR, instance, cursor=held.cursor)) == [table]
+    fresh = engine.history(parse_table_key(table))
+    assert (fresh.consecutive_failures, fresh.last_run_at) == (0, None)
+    aside = engine.history_store.history(f"{table}@{former.metadata.table_uuid}", quarantine_after_failures=3)
+    assert aside.quarantined and aside.consecutive_failures == 3
+
+
 def test_cap_in_flight_and_busy_table(
     scoped_settings: IcepackSettings, instance: dg.DagsterInstance, catalogs: CatalogSet, namespace: str
 ) -> None:
