@@ -94,7 +94,7 @@ class Engine:
     def identities(self) -> TableIdentities:
         """Which table each name meant when last measured (store/table_identities.py), recorded in the
         database of the history it sets aside."""
-        return TableIdentities(self.history_store.url, self.settings.platform.deployment_name)
+        return TableIdentities(self.history_store.url)
 
     @cached_property
     def leases(self) -> TableLeases:

@@ -1,18 +1,20 @@
-"""Which table a name means: the UUID of the Iceberg table last measured under each name, per icepack
-deployment.
+"""Which table a name means: the UUID of the Iceberg table last measured under each name.
 
 History, facts and breakers are kept by table name, but a name can outlive its table: a table dropped
 and created again under its old name is a new table, and Iceberg gives it a new UUID. When the engine
 measures a table whose UUID differs from the one recorded for its name, the former table's history
 (its runs, actions and predictions: the quarantine, the pauses, the cadence and the rewrite breaker
-read them) is set aside under `name@former-uuid`, and the deployment's facts forget the former table's
+read them) is set aside under `name@former-uuid`, and every deployment's facts forget the former table's
 last maintenance moment, in one transaction. The new table starts with a history of its own instead of
 being held back by its predecessor's cadence, failures or pauses. Nothing is deleted: the former
 history stays readable under its set-aside name, and the fleet's daily byte budget still counts what
 the former table's rewrites read that day.
 
 A name measured for the first time (or by an icepack from before this record) is recorded as it is:
-nothing is set aside, since nothing says the history belongs to another table.
+nothing is set aside, since nothing says the history belongs to another table. Like the history and
+the leases, the record is keyed by the name alone: deployments sharing a state database over one
+catalog share it (the first to see a table created again sets the former history aside, once), and
+two lakes sharing one must name their catalogs apart (docs/DAGSTER.md).
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ _metadata = MetaData()
 table_identities = Table(
     "icepack_table_identities",
     _metadata,
-    Column("deployment", String(40), primary_key=True),  # platform.deployment_name
     Column("table_key", String(1024), primary_key=True),
     Column("table_uuid", String(64), nullable=False),  # the Iceberg metadata's table-uuid
     Column("recorded_at", DateTime(timezone=True), nullable=False),  # when this UUID was first measured
@@ -49,11 +50,10 @@ def set_aside_name(table: str, former_uuid: str) -> str:
 
 
 class TableIdentities:
-    """Records the UUID each name means for one deployment; safe to share across threads."""
+    """Records the UUID each name means; safe to share across threads."""
 
-    def __init__(self, url: str, deployment: str) -> None:
+    def __init__(self, url: str) -> None:
         self._engine: SqlEngine = open_state_database(url)
-        self._deployment = deployment
 
     def observe(self, measured: Mapping[str, str], at: datetime) -> dict[str, str]:
         """Record the UUIDs just measured (table name -> UUID); returns the tables whose name now means
@@ -66,8 +66,7 @@ class TableIdentities:
             replaced = {t: known[t] for t in measured if t in known and known[t] != measured[t]}
             if new:
                 dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-                rows = [{"deployment": self._deployment, "table_key": t, "table_uuid": measured[t],
-                         "recorded_at": at} for t in new]
+                rows = [{"table_key": t, "table_uuid": measured[t], "recorded_at": at} for t in new]
                 # Another process may record the same first measurement at once: the first one stays.
                 connection.execute(dialect.insert(table_identities).on_conflict_do_nothing(), rows)
             for table, former in replaced.items():
@@ -78,9 +77,7 @@ class TableIdentities:
         c = table_identities.c
         found: dict[str, str] = {}
         for start in range(0, len(tables), _CHUNK):
-            query = select(c.table_key, c.table_uuid).where(
-                c.deployment == self._deployment, c.table_key.in_(tables[start : start + _CHUNK])
-            )
+            query = select(c.table_key, c.table_uuid).where(c.table_key.in_(tables[start : start + _CHUNK]))
             found.update({row.table_key: row.table_uuid for row in connection.execute(query)})
         return found
 
@@ -92,13 +89,9 @@ class TableIdentities:
             connection.execute(update(history).where(history.c.table_key == table).values(table_key=aside))
         facts = table_facts.c
         connection.execute(
-            update(table_facts)
-            .where(facts.deployment == self._deployment, facts.table_key == table)
-            .values(maintained_at=None, outcome=None)
+            update(table_facts).where(facts.table_key == table).values(maintained_at=None, outcome=None)
         )
         ids = table_identities.c
         connection.execute(
-            update(table_identities)
-            .where(ids.deployment == self._deployment, ids.table_key == table)
-            .values(table_uuid=now_uuid, recorded_at=at)
+            update(table_identities).where(ids.table_key == table).values(table_uuid=now_uuid, recorded_at=at)
         )

@@ -1,9 +1,10 @@
 """Contract: a name measured with another Iceberg UUID than before means a table created again under it.
 Its former history (runs, actions, predictions) is set aside under `name@former-uuid`, nothing of it
-deleted, and the deployment's facts forget the former table's last maintenance moment (keeping what
+deleted, and every deployment's facts forget the former table's last maintenance moment (keeping what
 it reclaimed); the new table's history starts empty, so its predecessor's failures, pause, cadence and
-rewrites no longer hold it. The same UUID again, a first measurement, other tables and another
-deployment's record change nothing. Real SQLite and real PostgreSQL, through the stores' own writes."""
+rewrites no longer hold it. The same UUID again, a first measurement and other tables change nothing;
+a second process seeing the same re-creation sets nothing aside again. Real SQLite and real
+PostgreSQL, through the stores' own writes."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def _failed_rewrite(table: str, at: datetime) -> MaintenanceReport:
 
 
 def test_a_table_created_again_under_its_name_starts_a_history_of_its_own(url: str) -> None:
-    history, facts = HistoryStore(url), TableFactsStore(url, "icepack")
-    identities, theirs = TableIdentities(url, "icepack"), TableIdentities(url, "lake_b")
+    history, identities = HistoryStore(url), TableIdentities(url)
+    facts, theirs = TableFactsStore(url, "icepack"), TableFactsStore(url, "lake_b")
     first = identities.observe({TABLE: FORMER, OTHER: FORMER}, T0)
     assert first == {}, "a first measurement sets nothing aside"
     for table in (TABLE, OTHER):
@@ -47,12 +48,14 @@ def test_a_table_created_again_under_its_name_starts_a_history_of_its_own(url: s
         facts.record_measurements([Measurement(table, None, None, critical)], T0)
         facts.record_outcome(table, "violated", T0 + timedelta(hours=1), files=0, size=0)
     facts.record_outcome(TABLE, "succeeded", T0 + timedelta(hours=2), files=5, size=500)
+    healthy = TableHealth(table=TABLE, state=HealthState.HEALTHY)
+    theirs.record_measurements([Measurement(TABLE, None, None, healthy)], T0)
+    theirs.record_outcome(TABLE, "nothing_to_do", T0 + timedelta(hours=2), files=0, size=0)
     paused = history.history(TABLE, quarantine_after_failures=3)
     assert paused.quarantined and paused.violation is not None and paused.bytes_rewritten_24h == 800
     before_budget = history.fleet_bytes_rewritten(T0, ["lake"])
 
     assert identities.observe({TABLE: FORMER, OTHER: FORMER}, T0 + timedelta(hours=3)) == {}, "same UUID"
-    assert theirs.observe({TABLE: NEW}, T0 + timedelta(hours=3)) == {}, "another deployment's first look"
     assert history.history(TABLE, quarantine_after_failures=3) == paused
 
     replaced = identities.observe({TABLE: NEW, OTHER: FORMER}, T0 + timedelta(hours=4))
@@ -67,6 +70,9 @@ def test_a_table_created_again_under_its_name_starts_a_history_of_its_own(url: s
     assert history.fleet_bytes_rewritten(T0, ["lake"]) == before_budget, "the day's budget still counts it"
     mine = facts.measured([TABLE, OTHER])
     assert (mine[TABLE].maintained_at, mine[OTHER].maintained_at) == (None, T0 + timedelta(hours=1))
+    assert theirs.measured([TABLE])[TABLE].maintained_at is None, "every deployment's facts forget it"
     assert facts.reclaimed() == (5, 500), "what the former table reclaimed stays in the fleet's totals"
-    assert identities.observe({TABLE: NEW}, T0 + timedelta(hours=5)) == {}, "recorded: once only"
-    assert theirs.observe({TABLE: NEW}, T0 + timedelta(hours=5)) == {}
+    history.record(_failed_rewrite(TABLE, T0 + timedelta(hours=5)))  # the new table's own
+    again = TableIdentities(url).observe({TABLE: NEW}, T0 + timedelta(hours=6))
+    assert again == {}, "another process seeing the same table sets nothing aside again"
+    assert history.history(TABLE, quarantine_after_failures=3).violation is not None
