@@ -79,6 +79,7 @@ class Engine:
         stored = settings.store_manifest_summaries
         store = ManifestSummaryStore(settings.resolved_state_url) if stored else None
         self.manifest_cache = manifest_cache if manifest_cache is not None else ManifestCache(store=store)
+        self._identities_seen: dict[str, str] = {}  # name -> the UUID this engine last recorded for it
 
     @cached_property
     def history_store(self) -> HistoryStore:
@@ -155,9 +156,17 @@ class Engine:
         under it gets a history of its own, the former one set aside (store/table_identities.py).
         Returns those names with the former table's UUID. `status` calls it for every table it reads,
         so history is never judged for the wrong table; a caller that reads many tables at once
-        (`refresh_statuses`) calls it for the tables it read, before it reads their histories."""
-        measured = {s.table: s.table_uuid for s in statuses if s.table_uuid is not None}
+        (`refresh_statuses`) calls it for the tables it read, before it reads their histories. A name
+        read again with the UUID this engine last recorded asks the database nothing (a maintenance
+        reads its table's status several times)."""
+        measured = {
+            s.table: s.table_uuid for s in statuses
+            if s.table_uuid is not None and self._identities_seen.get(s.table) != s.table_uuid
+        }
+        if not measured:
+            return {}
         replaced = self.identities.observe(measured, utc_now())
+        self._identities_seen.update(measured)
         for table, former in replaced.items():
             logger.warning(
                 "table %s was created again under its name (the former table's UUID was %s): it starts a "

@@ -177,7 +177,12 @@ def test_a_table_created_again_under_its_name_is_not_held_by_its_predecessor(
     lake.drop_table(f"{namespace}.small")
     again = small_file_table(lake, f"{namespace}.small", appends=12)
     assert again.metadata.table_uuid != former.metadata.table_uuid
-    assert run_health_sync(defs, instance, [table]).success
+    synced = run_health_sync(defs, instance, [table])
+    assert synced.success
+    said = [e.user_message for e in instance.all_logs(synced.run_id) if "created again" in e.user_message]
+    assert said == [f"{table}: created again under its name (the former table's UUID was "
+                    f"{former.metadata.table_uuid}); it starts a history of its own, the former one is kept "
+                    f"as {table}@{former.metadata.table_uuid}"]
 
     assert launched(evaluate_sensor(defs, SENSOR, instance, cursor=held.cursor)) == [table]
     fresh = engine.history(parse_table_key(table))
