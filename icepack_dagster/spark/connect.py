@@ -12,6 +12,7 @@ the same settings.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -45,7 +46,11 @@ def _channel(url: str) -> ChannelBuilder:
 
 def wait_for_server(url: str, timeout_seconds: float) -> None:
     """Fail within `timeout_seconds` when the server does not answer: pyspark's client retries an
-    unreachable server for about ten minutes before it reports anything."""
+    unreachable server for about ten minutes before it reports anything.
+
+    The probe's channel is closed on a thread of its own: gRPC's `close()` waits for the channel's
+    connectivity watcher, which wakes every 0.2 s, and every run on a Connect server (and every CLI
+    command) would otherwise wait that long before its first table."""
     endpoint = _channel(url)
     channel = endpoint.toChannel()
     try:
@@ -56,7 +61,7 @@ def wait_for_server(url: str, timeout_seconds: float) -> None:
             f"{_CHECK}; ICEPACK_SPARK__CONNECT_TIMEOUT_SECONDS sets how long to wait"
         ) from None
     finally:
-        channel.close()
+        threading.Thread(target=channel.close, name="icepack-connect-probe-close", daemon=True).start()
 
 
 class ConnectMaintenanceSession(ConnectSession):

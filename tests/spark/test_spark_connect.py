@@ -1,8 +1,9 @@
 """Contract: with an `sc://` master, icepack builds a Spark Connect client session with pyspark's real
 Connect client (gRPC) and no local Java or jar. A server that does not answer fails within the
-configured timeout, and an endpoint that answers but is not a Spark Connect server fails at once; both
-with an error naming the endpoint and what to check. Each table gets its own server-side session
-(`newSession()`), and a Connect session never turns the process's classic pyspark into Connect mode.
+configured timeout (one that answers is not waited for longer than it takes), and an endpoint that
+answers but is not a Spark Connect server fails at once; both with an error naming the endpoint and
+what to check. Each table gets its own server-side session (`newSession()`), and a Connect session
+never turns the process's classic pyspark into Connect mode.
 
 A real compaction through a real Spark Connect server is test_spark_connect_server.py's."""
 
@@ -21,7 +22,7 @@ from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.exceptions import SparkConnectUnavailableError
-from icepack_dagster.spark.connect import ConnectMaintenanceSession, connect_session
+from icepack_dagster.spark.connect import ConnectMaintenanceSession, connect_session, wait_for_server
 from icepack_dagster.spark.failures import CONNECT_LOST, error_class, failure_hint
 from icepack_dagster.spark.session import build_spark_session, is_connect_session
 from tests.network import free_port
@@ -107,3 +108,13 @@ def test_errors_from_a_connect_server_are_read_like_classic_ones() -> None:
     assert error_class(missing) == "TABLE_OR_VIEW_NOT_FOUND"
     lost = SparkConnectGrpcException("failed to connect to all addresses; last error: Connection refused")
     assert failure_hint(lost) == CONNECT_LOST
+
+
+def test_a_server_that_answers_is_waited_for_without_delay(
+    grpc_server_that_is_not_spark_connect: int,
+) -> None:
+    """gRPC's `close()` of the probe's channel waits about 0.2 s for its connectivity watcher; the probe
+    returns as soon as the server answers (every run on a Connect server starts with it)."""
+    started = time.monotonic()
+    wait_for_server(f"sc://127.0.0.1:{grpc_server_that_is_not_spark_connect}", timeout_seconds=5)
+    assert time.monotonic() - started < 0.15
