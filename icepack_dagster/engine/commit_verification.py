@@ -2,7 +2,9 @@
 the table's metadata is read before the action and after it through PyIceberg, the action's own commits
 are told apart from a concurrent writer's, and a broken rule turns the action's result into `violated`
 with the evidence (both metadata files, the snapshots, the numbers). The engine then records the
-maintenance, and history pauses the table until a person releases it.
+maintenance, and history pauses the table until a person releases it. A table dropped and created again
+under its name while the action ran (another table UUID after it) is not judged by the rules: the
+action's result becomes a `conflict` (`_replaced_meanwhile`).
 
 Costs one metadata-file read per action plus one at the start; a manifest rewrite also reads the
 manifests it replaced and wrote, orphan removal reads every manifest and lists the table's location
@@ -29,6 +31,7 @@ from icepack_dagster.domain.recommendation.model import RecommendedAction
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.iceberg.catalog_errors import METADATA_READ_ERRORS
+from icepack_dagster.spark.status_meter import measured
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -66,6 +69,9 @@ class CommitVerifier:
         table, after = self._read()
         if after is None:
             return result
+        if before.table_uuid is not None and after.table_uuid not in (None, before.table_uuid):
+            self._before = None
+            return _replaced_meanwhile(self._key, result, before, after)
         found = self._violations(result, table, before, after)
         self._before = after
         if not found:
@@ -104,6 +110,25 @@ class CommitVerifier:
             rules, before, after, commits, result.impact.procedure_output, options,
             int(utc_now().timestamp() * 1000), files, missing,
         )
+
+
+def _replaced_meanwhile(
+    key: TableKey, result: ActionResult, before: TableFacts, after: TableFacts
+) -> ActionResult:
+    """The table was dropped and created again under its name while the action ran: the action
+    committed to the former table, and comparing the new table's metadata with the former one's would
+    report changes no action made. Another writer's doing, so a conflict (nothing counted towards
+    quarantine, the table's later actions skipped), never a success nor a violation; the measured
+    numbers, which would compare two tables, are dropped."""
+    reason = (
+        f"conflict: table {key.text} was dropped and created again while {result.action} ran (table UUID "
+        f"{before.table_uuid}, now {after.table_uuid}): the action committed to the former table; the new "
+        "one was not checked against it and is maintained on its own from the next run"
+    )
+    logger.warning("%s", reason)
+    return result.model_copy(
+        update={"status": "conflict", "reason": reason, "impact": measured(result.impact, None, None)}
+    )
 
 
 def _file_sets(table: Table, commits: list[SnapshotFacts]) -> list[FileSets]:

@@ -2,7 +2,8 @@
 that changed what the action may not change is `violated`, never a success; the table is then paused
 (quarantined with the evidence: both metadata files, the snapshots, the numbers), an alert says so, and
 `icepack maintain` exits 8. A concurrent writer's commits (appends, row-level deletes) are not the
-action's and never raise a violation.
+action's and never raise a violation; nor does a table dropped and created again under its name
+while the action ran (a conflict: the action committed to the former table).
 
 Every violation here is made by a real commit: a `replace` that drops a data file (Iceberg's RewriteFiles
 through the Java API) or a snapshot removed against retention (ExpireSnapshots through the Java API),
@@ -53,6 +54,7 @@ from tests.engine.safety_testkit import (
 from tests.factories import make_action, make_recommendation
 from tests.tables_testkit import (
     append_rows,
+    arrow_fingerprint,
     contents_by_version,
     local,
     make_table,
@@ -179,6 +181,35 @@ def test_a_concurrent_append_is_the_other_writer_s_and_no_violation(
     after = contents_by_version(spark, key)
     unchanged({v: n for v, n in before.items() if v != MAIN}, after)
     assert after[MAIN][0] == before[MAIN][0] + 10
+
+
+def test_a_table_created_again_while_its_action_ran_is_a_conflict_and_the_new_table_is_untouched(
+    spark: SparkSession, catalogs: CatalogSet, namespace: str
+) -> None:
+    """Dropped and created again under its name between the action and its check: the action committed
+    to the former table, and the new one's metadata is not judged against the former one's (that
+    would report a violation no action made, and pause a table nobody maintained)."""
+    key = make_table(catalogs, table_key(namespace, "created_again"), commits=4)
+    catalog = catalogs.get("lake")
+    new_table: dict[str, Any] = {}
+
+    def create_again() -> None:
+        schema = catalog.load_table(key.identifier).schema()
+        catalog.drop_table(key.identifier)
+        catalog.create_table(key.identifier, schema)
+        append_rows(catalogs, key, 500, 507)
+        table = catalog.load_table(key.identifier)
+        new_table.update(uuid=str(table.metadata.table_uuid), contents=arrow_fingerprint(table))
+
+    result = checked(spark, catalogs, key, REWRITE, create_again)
+    assert result.status == "conflict", (result.status, result.error)
+    reason = result.reason or ""
+    assert f"table {key.text} was dropped and created again while rewrite_data_files ran" in reason
+    assert f"now {new_table['uuid']}" in reason
+    assert result.impact.data_files_after is None  # no numbers comparing two tables
+    table = catalog.load_table(key.identifier)
+    assert str(table.metadata.table_uuid) == new_table["uuid"] and len(table.metadata.snapshots) == 1
+    assert arrow_fingerprint(table) == new_table["contents"] == (7, new_table["contents"][1])
 
 
 def test_manifest_rewrite_keeps_the_live_files_and_one_that_loses_a_file_is_violated(

@@ -74,6 +74,7 @@ class TableFacts(_Frozen):
     """A table's metadata as the rules read it: one metadata file, no manifest."""
 
     metadata_location: str | None = None
+    table_uuid: str | None = Field(default=None, description="The metadata's table-uuid: which table it is")
     format_version: int
     current_snapshot_id: int | None = None
     current_schema_id: int

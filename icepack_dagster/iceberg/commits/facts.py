@@ -37,6 +37,7 @@ def commit_facts(table: Table) -> TableFacts | None:
         return None
     return TableFacts(
         metadata_location=table.metadata_location,
+        table_uuid=str(metadata.table_uuid),
         format_version=metadata.format_version,
         current_snapshot_id=metadata.current_snapshot_id,
         current_schema_id=metadata.current_schema_id,
