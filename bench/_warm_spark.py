@@ -50,7 +50,12 @@ def warm_connect_server(bench: Bench, size: ConnectServerSize, log: Path, warm_t
 
 def open_files(group: int) -> int:
     """Open file descriptors of a process group's processes (spark-submit's: the server's JVM)."""
-    return sum(p.num_fds() for p in psutil.process_iter() if _group_of(p) == group)
+    return sum(p.num_fds() for p in group_processes(group))
+
+
+def group_processes(group: int) -> list[psutil.Process]:
+    """The processes of a process group (the Connect server's: spark-submit and its JVM)."""
+    return [p for p in psutil.process_iter() if _group_of(p) == group]
 
 
 def _group_of(process: psutil.Process) -> int | None:

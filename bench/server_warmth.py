@@ -10,7 +10,7 @@ warmed through icepack's engine on `--warm-up` tables, as the fleet benchmark wa
 `--rounds` rounds, each of one session running `--tables` tables back to back and then two sessions
 at once running `--tables` each. After the server stopped, a plain session (`local[2]`, 2 GiB) warmed
 alike gets the same rounds. Printed per round: wall seconds per table, and the JVM's CPU seconds per
-table (user and system, from /proc: the server's process group, the plain session's JVM) with the
+table (user and system, through psutil: the server's process group, the plain session's JVM) with the
 cores it used on average. Every table's contents are checked unchanged.
 
     .venv/bin/python bench/server_warmth.py [--tables N] [--rounds N] [--warm-up N]
@@ -18,12 +18,14 @@ cores it used on average. Every table's contents are checked unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._fixtures import Bench, arguments, machine, table  # noqa: E402
-from bench._warm_spark import connect_settings, warm_connect_server, warm_up  # noqa: E402
+from bench._warm_spark import connect_settings, group_processes, warm_connect_server, warm_up  # noqa: E402
 from bench.fleet_maintenance import contents, floor_session, make_set, run_statements  # noqa: E402
 from icepack_dagster.defs.partitions import table_key  # noqa: E402
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP  # noqa: E402
@@ -41,30 +43,17 @@ from icepack_dagster.spark.connect_server import ConnectServerSize  # noqa: E402
 from icepack_dagster.spark.session import build_spark_session  # noqa: E402
 from tests.network import free_port  # noqa: E402
 
-_TICKS = os.sysconf("SC_CLK_TCK")
+Processes = Callable[[], list[psutil.Process]]  # the JVM's processes, asked anew at each reading
 
 
-def cpu_seconds(pids: Callable[[], list[int]]) -> float:
-    """User and system CPU seconds of the processes `pids` names now."""
-    total = 0
-    for pid in pids():
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # ended meanwhile
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / _TICKS
-
-
-def process_group(group: int) -> Callable[[], list[int]]:
-    return lambda: [p.pid for p in psutil.process_iter() if _group_of(p.pid) == group]
-
-
-def _group_of(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
+def cpu_seconds(processes: Processes) -> float:
+    """User and system CPU seconds so far of the processes `processes` returns now."""
+    total = 0.0
+    for process in processes():
+        with contextlib.suppress(psutil.NoSuchProcess):  # ended meanwhile
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def statements_for(bench: Bench, tables: list[str]) -> dict[str, list[str]]:
@@ -78,7 +67,7 @@ def statements_for(bench: Bench, tables: list[str]) -> dict[str, list[str]]:
     }
 
 
-def timed_round(spark: Any, jvm: Callable[[], list[int]], work: list[list[str]],
+def timed_round(spark: Any, jvm: Processes, work: list[list[str]],
                 statements: dict[str, list[str]]) -> tuple[float, float]:
     """Wall and JVM CPU seconds of one session per list in `work`, all at once, each running its
     tables' statements back to back."""
@@ -95,7 +84,7 @@ def timed_round(spark: Any, jvm: Callable[[], list[int]], work: list[list[str]],
     return time.monotonic() - started, cpu_seconds(jvm) - cpu
 
 
-def rounds(name: str, spark: Any, jvm: Callable[[], list[int]], sets: list[list[str]], per_session: int,
+def rounds(name: str, spark: Any, jvm: Processes, sets: list[list[str]], per_session: int,
            statements: dict[str, list[str]]) -> list[list[Any]]:
     """Alternately one session and two at once on the next tables of `sets`, one row per round."""
     rows = []
@@ -135,11 +124,12 @@ def main() -> None:
     size = ConnectServerSize(master="local[2]", driver_memory="2g", port=free_port())
     with warm_connect_server(bench, size, bench.workdir / f"warmth-{tag}.log", connect_warm) as (url, group):
         session = build_spark_session(connect_settings(bench, url))
-        rows = rounds("Connect server", session, process_group(group), connect_sets, args.tables, statements)
+        server = partial(group_processes, group)
+        rows = rounds("Connect server", session, server, connect_sets, args.tables, statements)
         session.stop()
     spark = bench.spark
     warm_up(bench.settings, spark, plain_warm)
-    jvm = [c.pid for c in psutil.Process().children(recursive=True) if c.name() == "java"]
+    jvm = [c for c in psutil.Process().children(recursive=True) if c.name() == "java"]
     rows += rounds("plain session", spark, lambda: jvm, plain_sets, args.tables, statements)
     assert contents(bench, every) == before, "contents changed"
     table("JVM CPU per table as it warms (same statements, no Dagster, no icepack in between)",
