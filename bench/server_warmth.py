@@ -11,7 +11,10 @@ warmed through icepack's engine on `--warm-up` tables, as the fleet benchmark wa
 at once running `--tables` each. After the server stopped, a plain session (`local[2]`, 2 GiB) warmed
 alike gets the same rounds. Printed per round: wall seconds per table, and the JVM's CPU seconds per
 table (user and system, through psutil: the server's process group, the plain session's JVM) with the
-cores it used on average. Every table's contents are checked unchanged.
+cores it used on average, and the classes the JVM loaded per table (`jstat -class`, the JDK's own
+counter; it needs the JDK's tools): a warm JVM that runs a statement it has run before loads none,
+unless it compiles the statement's generated code again (Spark SQL's codegen: each compilation
+defines new classes). Every table's contents are checked unchanged.
 
     .venv/bin/python bench/server_warmth.py [--tables N] [--rounds N] [--warm-up N]
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -56,6 +60,17 @@ def cpu_seconds(processes: Processes) -> float:
     return total
 
 
+def classes_loaded(processes: Processes) -> int:
+    """Classes the JVMs among `processes` have loaded so far, by the JDK's `jstat -class`."""
+    total = 0
+    for process in processes():
+        if process.name() == "java":
+            out = subprocess.run(["jstat", "-class", str(process.pid)], capture_output=True, text=True,
+                                 check=True).stdout
+            total += int(out.split("\n")[1].split()[0])  # the first column of its one row: Loaded
+    return total
+
+
 def statements_for(bench: Bench, tables: list[str]) -> dict[str, list[str]]:
     """The SETs and CALLs icepack's engine would send each table (a dry run), without the session
     setup, which each session runs once when it opens (`floor_session`)."""
@@ -68,20 +83,20 @@ def statements_for(bench: Bench, tables: list[str]) -> dict[str, list[str]]:
 
 
 def timed_round(spark: Any, jvm: Processes, work: list[list[str]],
-                statements: dict[str, list[str]]) -> tuple[float, float]:
-    """Wall and JVM CPU seconds of one session per list in `work`, all at once, each running its
-    tables' statements back to back."""
+                statements: dict[str, list[str]]) -> tuple[float, float, int]:
+    """Wall and JVM CPU seconds, and the classes the JVM loaded, of one session per list in `work`, all
+    at once, each running its tables' statements back to back."""
     def one(tables: list[str]) -> None:
         session = floor_session(spark)
         run_statements(session, [s for name in tables for s in statements[name]])
 
     threads = [threading.Thread(target=one, args=(tables,)) for tables in work]
-    cpu, started = cpu_seconds(jvm), time.monotonic()
+    classes, cpu, started = classes_loaded(jvm), cpu_seconds(jvm), time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return time.monotonic() - started, cpu_seconds(jvm) - cpu
+    return time.monotonic() - started, cpu_seconds(jvm) - cpu, classes_loaded(jvm) - classes
 
 
 def rounds(name: str, spark: Any, jvm: Processes, sets: list[list[str]], per_session: int,
@@ -91,9 +106,9 @@ def rounds(name: str, spark: Any, jvm: Processes, sets: list[list[str]], per_ses
     for number, tables in enumerate(sets):
         sessions = 1 if number % 2 == 0 else 2
         work = [tables[i * per_session:(i + 1) * per_session] for i in range(sessions)]
-        wall, cpu = timed_round(spark, jvm, work, statements)
+        wall, cpu, classes = timed_round(spark, jvm, work, statements)
         n = sum(len(w) for w in work)
-        rows.append([name, number // 2 + 1, sessions, n, wall, wall / n, cpu / n, cpu / wall])
+        rows.append([name, number // 2 + 1, sessions, n, wall, wall / n, cpu / n, cpu / wall, classes / n])
         print(f"{name}, round {number // 2 + 1}, {sessions} session(s): {n} tables in {wall:.1f} s",
               flush=True)
     return rows
@@ -134,7 +149,7 @@ def main() -> None:
     assert contents(bench, every) == before, "contents changed"
     table("JVM CPU per table as it warms (same statements, no Dagster, no icepack in between)",
           ["JVM", "round", "sessions at once", "tables", "wall s", "wall s/table", "JVM CPU s/table",
-           "cores used"], rows)
+           "cores used", "classes loaded/table"], rows)
     print(f"every table's contents (row count, checksum) unchanged; load average {os.getloadavg()[0]:.1f} "
           "at the end")
 
