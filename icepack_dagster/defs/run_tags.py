@@ -34,13 +34,14 @@ OUTCOME_TAG = "icepack/outcome"
 MAINTENANCE_POOL = PlatformSettings().maintenance_pool  # the default deployment's
 BATCH_TAG = "icepack/batch"
 # Dagster's own run tags (public names in its docs): retries, the partition of a one-partition run, the
-# queue's priority (higher is dequeued first; default 0), and the schedule that requested a run (its
-# scheduler adds it to every run a tick requests).
+# queue's priority (higher is dequeued first; default 0), and the schedule or sensor that requested a
+# run (its daemon adds it to every run a tick requests).
 MAX_RETRIES_TAG = "dagster/max_retries"
 PARTITION_TAG = "dagster/partition"
 PRIORITY_TAG = "dagster/priority"
 RETRY_ON_FAILURE_TAG = "dagster/retry_on_asset_or_op_failure"
 SCHEDULE_NAME_TAG = "dagster/schedule_name"
+SENSOR_NAME_TAG = "dagster/sensor_name"
 # Dagster stores with each run one tag per concurrency pool its steps use (hidden in the UI).
 _POOL_TAG_PREFIX = ".dagster/pool/"
 

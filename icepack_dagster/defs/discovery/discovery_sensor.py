@@ -32,6 +32,12 @@ from icepack_dagster.exceptions import IcepackError
 from icepack_dagster.iceberg.discovery import DiscoveryResult
 
 _SHOWN = 5
+SENSOR_NAME = "iceberg_table_discovery"  # the default deployment's; others' carry their prefix
+
+
+def discovery_sensor_name(platform: PlatformSettings) -> str:
+    """The deployment's discovery sensor, whose runs are new tables' first health syncs."""
+    return DeploymentNames.of(platform).name(SENSOR_NAME)
 
 
 def _failures_text(failures: list[str]) -> str:
@@ -94,7 +100,7 @@ def build_discovery_sensor(platform: PlatformSettings) -> dg.SensorDefinition:
     default = dg.DefaultSensorStatus(platform.default_status)
 
     @dg.sensor(
-        name=DeploymentNames.of(platform).name("iceberg_table_discovery"),
+        name=discovery_sensor_name(platform),
         required_resource_keys={DeploymentNames.of(platform).icepack_resource},
         job=build_health_sync_job(platform.deployment_name),
         minimum_interval_seconds=platform.discovery_interval_seconds,

@@ -6,8 +6,10 @@ unfinished one, and the queue would grow without end. So a tick does not request
 earlier tick's run covering any of its tables is still queued or running; it requests the others and
 says which it held back and what to change. The queue then holds at most one scheduled run per batch,
 and each table is refreshed as often as the machine can (every other interval, say, instead of never
-catching up). Runs the schedule did not request (discovery's first syncs, post-maintenance refreshes, a
-click) hold nothing back.
+catching up). Runs the schedule did not request (post-maintenance refreshes, a click) hold nothing
+back, except the discovery sensor's: a table whose first sync is still queued or running is left out of
+the tick's batches (a first deployment's fleet would otherwise be synced twice at once), and the next
+tick after that run ended covers it.
 """
 
 import dagster as dg
@@ -19,13 +21,14 @@ from icepack_dagster.config.platform import (
     PlatformSettings,
 )
 from icepack_dagster.defs.asset_keys import DeploymentNames
+from icepack_dagster.defs.discovery.discovery_sensor import discovery_sensor_name
 from icepack_dagster.defs.health_sync.job import (
     build_health_sync_job,
     health_sync_materializes,
     health_sync_requests,
     run_config_tables,
 )
-from icepack_dagster.defs.run_tags import SCHEDULE_NAME_TAG, deployment_tags, own_runs
+from icepack_dagster.defs.run_tags import SCHEDULE_NAME_TAG, SENSOR_NAME_TAG, deployment_tags, own_runs
 
 SCHEDULE_NAME = "health_sync_schedule"  # the default deployment's; others' carry their prefix
 # Every status of a run that has not ended (a run Dagster will retry ends, and its retry is queued).
@@ -42,9 +45,19 @@ def unfinished_scheduled_tables(
     instance: dg.DagsterInstance, platform: PlatformSettings
 ) -> tuple[set[str], int]:
     """(the tables of this schedule's health-sync runs that are queued or running, how many runs)."""
-    schedule = {SCHEDULE_NAME_TAG: schedule_name(platform)}
+    return _unfinished_sync_tables(instance, platform, {SCHEDULE_NAME_TAG: schedule_name(platform)})
+
+
+def unfinished_first_syncs(instance: dg.DagsterInstance, platform: PlatformSettings) -> set[str]:
+    """The tables whose first health sync (a run of the discovery sensor) is queued or running."""
+    return _unfinished_sync_tables(instance, platform, {SENSOR_NAME_TAG: discovery_sensor_name(platform)})[0]
+
+
+def _unfinished_sync_tables(
+    instance: dg.DagsterInstance, platform: PlatformSettings, instigator: dict[str, str]
+) -> tuple[set[str], int]:
     job = build_health_sync_job(platform.deployment_name)
-    runs = instance.get_runs(own_runs(platform, UNFINISHED, schedule, job_name=job.name))
+    runs = instance.get_runs(own_runs(platform, UNFINISHED, instigator, job_name=job.name))
     names = DeploymentNames.of(platform)
     return {table for run in runs for table in run_config_tables(run.run_config, names)}, len(runs)
 
@@ -66,13 +79,23 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
         default_status=default,
         description=f"Status and health of every table, {_batch_description(platform)} per run: "
         "table_status, table_health and its healthy check, written for tables that changed. A batch whose "
-        "run from an earlier tick is still queued or running waits for the next tick.",
+        "run from an earlier tick is still queued or running waits for the next tick; tables whose first "
+        "sync (discovery's run) is still queued or running are left to it.",
         metadata=health_sync_materializes(DeploymentNames.of(platform)),
     )
     def health_sync_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
         partitions = list(context.instance.get_dynamic_partitions(platform.partitions_name))
         if not partitions:
             return dg.SkipReason("no tables yet: the discovery sensor adds them as iceberg_tables partitions")
+        first = unfinished_first_syncs(context.instance, platform)
+        syncing = [table for table in partitions if table in first]
+        if syncing:
+            partitions = [table for table in partitions if table not in first]
+            left = (f"{len(syncing)} table(s) left out: their first sync (a discovery run) is still queued "
+                    "or running")
+            if not partitions:
+                return dg.SkipReason(left)
+            context.log.info(left)
         tick = context.scheduled_execution_time.isoformat()
         requests = health_sync_requests(
             DeploymentNames.of(platform),

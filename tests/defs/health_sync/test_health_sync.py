@@ -8,6 +8,8 @@ recorded with the error and health `unknown`, never healthy."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlparse
@@ -20,11 +22,11 @@ from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
-from icepack_dagster.defs.health_sync.job import health_sync_run_config
+from icepack_dagster.defs.health_sync.job import health_sync_requests, health_sync_run_config
 from icepack_dagster.defs.health_sync.table_status_and_health import build_table_status_and_health
 from icepack_dagster.defs.health_sync.table_sync import SYNC_REASON
 from icepack_dagster.defs.materialization_codec import STATE, STATUS_ERROR, decode_status
-from icepack_dagster.defs.run_tags import BATCH_TAG, KIND_TAG, OBSERVATION, SCHEDULE_NAME_TAG
+from icepack_dagster.defs.run_tags import BATCH_TAG, KIND_TAG, OBSERVATION, SCHEDULE_NAME_TAG, deployment_tags
 from icepack_dagster.domain.health.model import HealthState
 from icepack_dagster.engine import Engine
 from icepack_dagster.iceberg.catalogs import CatalogSet
@@ -274,17 +276,15 @@ def test_a_result_stored_after_a_sync_began_is_not_overwritten(
 
 
 
-def test_a_tick_holds_back_a_batch_while_an_earlier_ticks_run_of_it_has_not_ended(
-    tmp_path: Path, instance: dg.DagsterInstance
-) -> None:
-    """A sync longer than the schedule's interval must not pile up in the queue: a tick requests no
-    batch whose run from an earlier tick is still queued or running, says which it held back and what
-    to change, and requests it again once that run ended. Runs the schedule did not request (a
-    post-maintenance refresh) hold nothing back. Runs are created as Dagster's scheduler creates them:
-    from the tick's own requests (which carry the schedule's tag) and with the job's origin from a code
-    server loading the code location, which a queued run must have."""
-    tables = [f"lake.ns.t{index}" for index in range(5)]
-    instance.add_dynamic_partitions("iceberg_tables", tables)
+CreateRun = Callable[..., dg.DagsterRun]
+
+
+@contextmanager
+def _sync_runs(tmp_path: Path, instance: dg.DagsterInstance) -> Iterator[tuple[dg.Definitions, CreateRun]]:
+    """Definitions whose health-sync batches hold 2 tables, and `create(request, status, tags=None)`,
+    which creates a health-sync run as Dagster's daemons create them: from a tick's request, with the
+    request's tags (or `tags`) and the job's origin from a code server loading the code location, which
+    a queued run must have."""
     location = tmp_path / "location.py"
     location.write_text(
         "from icepack_dagster.definitions import build_definitions\n"
@@ -298,15 +298,6 @@ def test_a_tick_holds_back_a_batch_while_an_earlier_ticks_run_of_it_has_not_ende
     platform = PlatformSettings(health_sync_batch_size=2)
     defs = build_definitions(settings_with_platform(load_settings(home=tmp_path / "home"), platform))
     job = defs.resolve_job_def("health_sync")
-
-    def tick(at: datetime) -> dg.ScheduleExecutionData:
-        schedule = defs.resolve_schedule_def("health_sync_schedule")
-        with dg.build_schedule_context(instance=instance, scheduled_execution_time=at) as context:
-            return schedule.evaluate_tick(context)
-
-    def batches(data: dg.ScheduleExecutionData) -> list[list[str]]:
-        return [r.run_config["ops"][NODE]["config"]["tables"] for r in data.run_requests or []]
-
     with define_out_of_process_context(str(location), "defs", instance) as context:
         (name,) = context.code_location_names
         origin = context.get_code_location(name).get_repository("__repository__").get_full_job(
@@ -314,15 +305,38 @@ def test_a_tick_holds_back_a_batch_while_an_earlier_ticks_run_of_it_has_not_ende
         ).get_remote_origin()
 
         def create(
-            request: dg.RunRequest, status: dg.DagsterRunStatus, tags: dict[str, str] | None = None
+            request: dg.RunRequest, status: dg.DagsterRunStatus, tags: Mapping[str, str] | None = None
         ) -> dg.DagsterRun:
             return instance.create_run_for_job(
                 job, run_config=request.run_config, tags=request.tags if tags is None else tags,
                 status=status, remote_job_origin=origin,
             )
 
-        first = tick(TICK)
-        assert batches(first) == [tables[0:2], tables[2:4], tables[4:5]]
+        yield defs, create
+
+
+def _tick(defs: dg.Definitions, instance: dg.DagsterInstance, at: datetime) -> dg.ScheduleExecutionData:
+    schedule = defs.resolve_schedule_def("health_sync_schedule")
+    with dg.build_schedule_context(instance=instance, scheduled_execution_time=at) as context:
+        return schedule.evaluate_tick(context)
+
+
+def _batches(data: dg.ScheduleExecutionData) -> list[list[str]]:
+    return [r.run_config["ops"][NODE]["config"]["tables"] for r in data.run_requests or []]
+
+
+def test_a_tick_holds_back_a_batch_while_an_earlier_ticks_run_of_it_has_not_ended(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """A sync longer than the schedule's interval must not pile up in the queue: a tick requests no
+    batch whose run from an earlier tick is still queued or running, says which it held back and what
+    to change, and requests it again once that run ended. Runs the schedule did not request (a
+    post-maintenance refresh) hold nothing back."""
+    tables = [f"lake.ns.t{index}" for index in range(5)]
+    instance.add_dynamic_partitions("iceberg_tables", tables)
+    with _sync_runs(tmp_path, instance) as (defs, create):
+        first = _tick(defs, instance, TICK)
+        assert _batches(first) == [tables[0:2], tables[2:4], tables[4:5]]
         requests = first.run_requests or []
         assert all(r.tags[SCHEDULE_NAME_TAG] == "health_sync_schedule" for r in requests)
         queued = create(requests[0], dg.DagsterRunStatus.QUEUED)
@@ -331,11 +345,11 @@ def test_a_tick_holds_back_a_batch_while_an_earlier_ticks_run_of_it_has_not_ende
         refresh = {key: value for key, value in requests[2].tags.items() if key != SCHEDULE_NAME_TAG}
         create(requests[2], dg.DagsterRunStatus.QUEUED, refresh)
 
-        second = tick(TICK.replace(minute=30))
-        assert batches(second) == [tables[4:5]], "a batch whose earlier run is unfinished was requested"
+        second = _tick(defs, instance, TICK.replace(minute=30))
+        assert _batches(second) == [tables[4:5]], "a batch whose earlier run is unfinished was requested"
         resent = create((second.run_requests or [])[0], dg.DagsterRunStatus.STARTING)
 
-        third = tick(TICK.replace(minute=45))
+        third = _tick(defs, instance, TICK.replace(minute=45))
         assert not third.run_requests
         assert (third.skip_message or "").startswith(
             "3 of 3 health-sync batches not requested: 3 run(s) of earlier ticks still queued or running "
@@ -346,8 +360,48 @@ def test_a_tick_holds_back_a_batch_while_an_earlier_ticks_run_of_it_has_not_ende
         instance.report_run_canceled(queued)
         instance.report_run_failed(started)
         instance.report_run_failed(resent)
-        fourth = tick(TICK.replace(hour=13, minute=0))
-        assert batches(fourth) == [tables[0:2], tables[2:4], tables[4:5]]
+        fourth = _tick(defs, instance, TICK.replace(hour=13, minute=0))
+        assert _batches(fourth) == [tables[0:2], tables[2:4], tables[4:5]]
+
+
+def test_a_tick_leaves_out_the_tables_whose_first_sync_is_still_queued_or_running(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """On a first deployment the discovery sensor requests every table's first sync at once; a schedule
+    tick while those runs wait in the queue must not request the same tables again (the fleet would be
+    synced twice at once). It batches the other tables, says how many it left out, and covers them once
+    their first sync ended (here: failed or canceled). The discovery runs carry Dagster's own sensor tag, as
+    its sensor daemon tags every run a sensor requests."""
+    tables = [f"lake.ns.t{index}" for index in range(5)]
+    instance.add_dynamic_partitions("iceberg_tables", tables)
+    platform = PlatformSettings()
+    with _sync_runs(tmp_path, instance) as (defs, create):
+        sensor = dg.DagsterRun.tags_for_sensor(defs.resolve_sensor_def("iceberg_table_discovery"))
+        tags = deployment_tags(platform)
+        discovered = health_sync_requests(DEFAULT_NAMES, tables, 2, "discovered:1", tags=tags)
+        queued, started, starting = (
+            create(request, status, {**request.tags, **sensor})
+            for request, status in zip(
+                discovered,
+                [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING],
+                strict=True,
+            )
+        )
+
+        first = _tick(defs, instance, TICK)
+        assert not first.run_requests, "a table in its first sync was requested again"
+        assert first.skip_message == (
+            "5 table(s) left out: their first sync (a discovery run) is still queued or running"
+        )
+
+        instance.report_run_failed(started)
+        instance.report_run_canceled(starting)
+        second = _tick(defs, instance, TICK.replace(minute=30))
+        assert _batches(second) == [tables[2:4], tables[4:5]]
+
+        instance.report_run_canceled(queued)
+        third = _tick(defs, instance, TICK.replace(minute=45))
+        assert _batches(third) == [tables[0:2], tables[2:4], tables[4:5]]
 
 
 def test_a_large_fleet_is_synced_in_at_most_twenty_runs_unless_the_batch_size_is_set(
