@@ -87,6 +87,9 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
         partitions = list(context.instance.get_dynamic_partitions(platform.partitions_name))
         if not partitions:
             return dg.SkipReason("no tables yet: the discovery sensor adds them as iceberg_tables partitions")
+        # sized by the whole fleet: leaving tables out below must not resize the batches, which would move
+        # their boundaries against the runs of earlier ticks and hold back more batches than needed
+        batch_size = platform.health_sync_batch(len(partitions))
         first = unfinished_first_syncs(context.instance, platform)
         syncing = [table for table in partitions if table in first]
         if syncing:
@@ -100,7 +103,7 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
         requests = health_sync_requests(
             DeploymentNames.of(platform),
             partitions,
-            platform.health_sync_batch(len(partitions)),
+            batch_size,
             f"health-sync:{tick}",
             platform.health_sync_writes,
             deployment_tags(platform),

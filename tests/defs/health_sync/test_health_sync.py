@@ -282,7 +282,7 @@ CreateRun = Callable[..., dg.DagsterRun]
 @contextmanager
 def _sync_runs(tmp_path: Path, instance: dg.DagsterInstance) -> Iterator[tuple[dg.Definitions, CreateRun]]:
     """Definitions whose health-sync batches hold 2 tables, and `create(request, status, tags=None)`,
-    which creates a health-sync run as Dagster's daemons create them: from a tick's request, with the
+    which creates a health-sync run as Dagster's daemons create them: from a run request, with the
     request's tags (or `tags`) and the job's origin from a code server loading the code location, which
     a queued run must have."""
     location = tmp_path / "location.py"
@@ -374,10 +374,11 @@ def test_a_tick_leaves_out_the_tables_whose_first_sync_is_still_queued_or_runnin
     its sensor daemon tags every run a sensor requests."""
     tables = [f"lake.ns.t{index}" for index in range(5)]
     instance.add_dynamic_partitions("iceberg_tables", tables)
-    platform = PlatformSettings()
     with _sync_runs(tmp_path, instance) as (defs, create):
-        sensor = dg.DagsterRun.tags_for_sensor(defs.resolve_sensor_def("iceberg_table_discovery"))
-        tags = deployment_tags(platform)
+        discovery = defs.resolve_sensor_def("iceberg_table_discovery")
+        assert discovery.job_name == "health_sync"  # its runs are the schedule's job's runs
+        sensor = dg.DagsterRun.tags_for_sensor(discovery)
+        tags = deployment_tags(PlatformSettings(health_sync_batch_size=2))
         discovered = health_sync_requests(DEFAULT_NAMES, tables, 2, "discovered:1", tags=tags)
         queued, started, starting = (
             create(request, status, {**request.tags, **sensor})
