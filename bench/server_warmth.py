@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -120,6 +121,9 @@ def main() -> None:
         p.add_argument("--rounds", type=int, default=2, help="rounds (one session, then two at once)"),
         p.add_argument("--warm-up", type=int, default=10, help="tables maintained through the engine first"),
     ))
+    if shutil.which("jstat") is None:
+        sys.exit("server_warmth: jstat is missing: it counts the JVMs' classes; install the JDK's tools "
+                 "(Debian: apt-get install openjdk-17-jdk-headless)")
     bench = Bench(args.workdir)
     tag = uuid.uuid4().hex[:6]
     per_round = [1, 2] * args.rounds

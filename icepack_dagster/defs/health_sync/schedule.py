@@ -91,14 +91,14 @@ def build_health_sync_schedule(platform: PlatformSettings) -> dg.ScheduleDefinit
         # their boundaries against the runs of earlier ticks and hold back more batches than needed
         batch_size = platform.health_sync_batch(len(partitions))
         first = unfinished_first_syncs(context.instance, platform)
-        syncing = [table for table in partitions if table in first]
-        if syncing:
-            partitions = [table for table in partitions if table not in first]
-            left = (f"{len(syncing)} table(s) left out: their first sync (a discovery run) is still queued "
-                    "or running")
-            if not partitions:
+        remaining = [table for table in partitions if table not in first]
+        if len(remaining) < len(partitions):
+            left = (f"{len(partitions) - len(remaining)} table(s) left out: their first sync (a discovery "
+                    "run) is still queued or running")
+            if not remaining:
                 return dg.SkipReason(left)
             context.log.info(left)
+            partitions = remaining
         tick = context.scheduled_execution_time.isoformat()
         requests = health_sync_requests(
             DeploymentNames.of(platform),
