@@ -42,6 +42,12 @@ class SparkSettings(FrozenModel):
     connect_timeout_seconds: float = Field(
         default=30.0, gt=0, le=600, description="How long an sc:// master may take to answer at start"
     )
+    connect_batch_codegen: bool = Field(
+        default=False,
+        description="Spark's code generation in the sessions of batch runs (the smallest tier's tables) on "
+        "an sc:// master. Off by default: a Spark Connect server compiles a statement's generated code "
+        "again for every statement, which costs a small table more than the compiled code saves",
+    )
     connect_ui_url: str | None = Field(
         default=None,
         pattern=r"^https?://[^/\s]+/?$",

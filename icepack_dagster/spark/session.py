@@ -87,6 +87,22 @@ def statement_rows(session: SparkSession, result: DataFrame) -> list[dict[str, A
     return [row.asDict() for row in result.collect()]
 
 
+# Spark Connect (3.5, and still 4.0 and 4.1) runs each statement under a class loader of its own, and
+# Spark keys its cache of compiled code by class loader: every statement compiles its generated code
+# again, 21-36 classes per small table where a plain session loads about one (bench/HISTORY.md,
+# 27 November 2026). Interpreted, a small table's statements compile nothing.
+INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def batch_conf(settings: IcepackSettings) -> dict[str, str]:
+    """What the shared sessions of a batch run (small tables only) set over `runtime_conf`: on an `sc://`
+    master, Spark's code generation off (`INTERPRETED_CONF`), unless `spark.connect_batch_codegen` keeps
+    it or `spark.conf` sets the key itself. A classic session's cache works, so it keeps its codegen."""
+    if not is_connect_master(settings.spark.master) or settings.spark.connect_batch_codegen:
+        return {}
+    return {key: value for key, value in INTERPRETED_CONF.items() if key not in settings.spark.conf}
+
+
 def runtime_conf(settings: IcepackSettings) -> dict[str, str]:
     """What a running session may set: the catalogs, the time zone and `settings.spark.conf` (only
     `spark.sql.*` for an `sc://` master). All a Spark Connect session gets: jars, SQL extensions and

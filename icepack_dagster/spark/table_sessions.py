@@ -5,7 +5,9 @@ By default every table gets a fresh `newSession()`, closed after it. Inside `sha
 multi-table CLI run) each thread keeps one session for table after table instead, and after each
 table the settings it overrode are put back to the session's own values. Both keep one table's SETs
 from the next: the only settings a table can SET are its allowlisted overrides
-(`domain/sql/spark_overrides.py`) and the constant `SESSION_SETUP`.
+(`domain/sql/spark_overrides.py`) and the constant `SESSION_SETUP`. A batch run's `shared()` also
+sets its small tables' settings (`batch_conf` in `spark/session.py`) in each session it shares; those
+are the session's own values the overrides are put back to.
 
 Why share: every new session opens its own catalog clients (a JDBC pool per catalog). A classic
 session's are closed here; a Spark Connect server's cannot be from the client, and the server keeps
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -60,6 +62,7 @@ class TableSessions:
         """`base` returns the process's Spark session; tables' sessions are its `newSession()`s."""
         self._base = base
         self._sharing = 0
+        self._shared_conf: dict[str, str] = {}
         self._local = threading.local()
         self._kept: list[_Kept] = []
         self._lock = threading.Lock()
@@ -68,11 +71,12 @@ class TableSessions:
         self._base_lock = threading.Lock()
 
     @contextmanager
-    def shared(self) -> Iterator[None]:
-        """Tables maintained inside share their thread's session; every shared session is closed on
-        exit."""
+    def shared(self, conf: Mapping[str, str] | None = None) -> Iterator[None]:
+        """Tables maintained inside share their thread's session, which sets `conf` when it is opened;
+        every shared session is closed on exit."""
         with self._lock:
             self._sharing += 1
+            self._shared_conf = dict(conf or {})
         try:
             yield
         finally:
@@ -81,6 +85,8 @@ class TableSessions:
                 closing = self._kept if self._sharing == 0 else []
                 if closing:
                     self._kept = []
+                if self._sharing == 0:
+                    self._shared_conf = {}
             for kept in closing:
                 _close(kept.session, kept.catalogs)
 
@@ -145,6 +151,8 @@ class TableSessions:
             closed = kept is not None and kept not in self._kept  # an earlier shared() closed it
         if kept is None or closed:
             kept = _Kept(self._fresh())
+            for key, value in self._shared_conf.items():
+                kept.session.conf.set(key, value)
             self._local.kept = kept
             with self._lock:
                 self._kept.append(kept)

@@ -6,7 +6,8 @@ runtime, the catalogs' JDBC drivers and Iceberg's SQL extensions by the code beh
 `icepack spark connect-server` (`spark/connect_server.py`), as operators start theirs. icepack's
 client sends only runtime `spark.sql.*` settings (the catalog among them), in one request per
 session, and a refused one is named; a compaction through it must rewrite the files and keep the
-contents identical.
+contents identical. A batch's sessions on it plan without generated code (the server would compile it
+again for every statement), while a table's own session keeps it.
 """
 
 from __future__ import annotations
@@ -33,14 +34,20 @@ from icepack_dagster.spark.connect import ConnectMaintenanceSession, command_row
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
 from icepack_dagster.spark.progress import reported_progress
 from icepack_dagster.spark.runner import MaintenanceRunner
-from icepack_dagster.spark.session import build_spark_session, is_connect_session
+from icepack_dagster.spark.session import batch_conf, build_spark_session, is_connect_session, statement_rows
 from icepack_dagster.spark.table_sessions import TableSessions
 from tests import tiers
 from tests.factories import make_action
 from tests.network import free_port
 from tests.polling import wait_until
 from tests.postgres_testkit import jdbc_connections
-from tests.tables_testkit import arrow_fingerprint, table_fingerprint
+from tests.tables_testkit import (
+    arrow_fingerprint,
+    contents_by_version,
+    kept_versions,
+    spark_table_with_refs,
+    table_fingerprint,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.jvm_servers]
 
@@ -165,6 +172,45 @@ def test_a_batch_thread_holds_one_server_session_for_its_tables(
         for key in keys:
             assert table_fingerprint(spark, f"pg.{namespace}.{key.name}") == before[key]
             assert spark.sql(f"SELECT count(*) FROM pg.{namespace}.{key.name}.files").collect()[0][0] == 1
+    finally:
+        spark.stop()
+
+
+def test_a_batchs_sessions_run_without_generated_code_and_keep_every_version(
+    connect_server: str, tmp_path: Path
+) -> None:
+    """A Connect server runs each statement under a new class loader, so Spark compiles its generated
+    code again every time: a batch's shared sessions (`batch_conf`) plan no whole-stage code and build
+    no generated expressions, while a table's session outside a batch keeps both; a compaction in the
+    batch keeps main, the branch and the tag as they were."""
+    settings = load_settings(home=tmp_path / "home", catalogs={"lake": {"kind": "embedded"}},
+                             spark={"master": connect_server, "connect_timeout_seconds": 120})
+    open_catalog("lake", settings).create_namespace_if_not_exists("interpreted")
+    spark = build_spark_session(settings)
+    try:
+        key = spark_table_with_refs(spark, "interpreted", "t", 2)
+        before = contents_by_version(spark, key)
+        sessions = TableSessions(lambda: spark)
+        runner = MaintenanceRunner(None, "lake", sessions=sessions)
+        action = make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"})
+
+        def plan(session: object) -> str:
+            rows = statement_rows(session, session.sql(  # type: ignore[attr-defined]
+                "EXPLAIN SELECT id + 1 AS next FROM lake.interpreted.t WHERE id > 3"))
+            return str(rows[0]["plan"])
+
+        with sessions.session_for("lake", ()) as alone:
+            assert "*(1) " in plan(alone)  # a whole-stage code generation stage
+            assert alone.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
+        with sessions.shared(batch_conf(settings)):
+            [result] = runner.run(key, [action], now=datetime.now(UTC))
+            assert (result.status, result.error) == ("succeeded", None)
+            with sessions.session_for("lake", ()) as batch:
+                assert "*(" not in plan(batch) and "Filter" in plan(batch)
+                assert batch.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+        after = contents_by_version(spark, key)
+        assert kept_versions(before, after) and after["'main'"][0] == 30
+        assert spark.sql("SELECT count(*) FROM lake.interpreted.t.files").collect()[0][0] == 1
     finally:
         spark.stop()
 
