@@ -14,7 +14,9 @@ path, each path on its own fresh copies of the tables:
   SQL to one long-lived server started as `icepack spark connect-server` starts one
   (`spark/connect_server.py`, `--connect-master`, `--connect-driver-memory`); the large tables'
   one-table runs go there too. The server is started and warmed (`--warm-up` tables maintained
-  through icepack's engine, untimed) before the platform starts.
+  through icepack's engine, untimed) before the platform starts. Its batches run without generated
+  code, as icepack's do on a Connect server (`spark.connect_batch_codegen`); `--connect-batch-codegen`
+  keeps it, for the two side by side.
 
 With `--postgres`, each path's deployment keeps Dagster's storage and icepack's state in fresh
 PostgreSQL databases (bench/_postgres.py), as production does; else SQLite; with `--pgbouncer` too,
@@ -47,7 +49,7 @@ files are printed before and after the fleet.
 
     .venv/bin/python bench/fleet_maintenance.py [--small N] [--large N] [--batch-size N] [--batch-workers N]
         [--per-table-sample N] [--local-batch-sample N] [--warm-up N] [--connect-in-flight N]
-        [--connect-floor-sample N] [--postgres [--pgbouncer]]
+        [--connect-floor-sample N] [--connect-batch-codegen] [--postgres [--pgbouncer]]
 """
 
 from __future__ import annotations
@@ -140,7 +142,7 @@ def contents(bench: Bench, tables: list[str]) -> dict[str, Any]:
 
 def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list[str]], batch_size: int,
              timeout: float, master: str = "local[2]", in_flight: int = 2, workers: int = 2,
-             postgres: bool = False, pgbouncer: bool = False) -> PathResult:
+             postgres: bool = False, pgbouncer: bool = False, batch_codegen: bool = False) -> PathResult:
     """Maintain one set of tables through a fresh deployment (with `postgres`, Dagster's storage and
     icepack's state in fresh PostgreSQL databases, as production has them; with `pgbouncer` too,
     Dagster's reached through a PgBouncer in session mode, bench/_pgbouncer.py); returns what its runs
@@ -156,19 +158,20 @@ def run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list
             if pgbouncer:
                 port = stack.enter_context(_pgbouncer.pgbouncer(bench.workdir / f"pgbouncer-{prefix}"))
         return _run_path(bench, name, prefix, tables, batch_size, timeout, master, in_flight, workers,
-                         dagster_database, more, port)
+                         dagster_database, more, port, batch_codegen)
 
 
 def _run_path(bench: Bench, name: str, prefix: str, tables: tuple[list[str], list[str]], batch_size: int,
               timeout: float, master: str, in_flight: int, workers: int, dagster_database: str | None,
-              more: dict[str, Any], postgres_port: int) -> PathResult:
+              more: dict[str, Any], postgres_port: int, batch_codegen: bool) -> PathResult:
     small, large = tables
     everything = small + large
     config: dict[str, Any] = {
         "home": str(bench.workdir / "home"),
         "catalogs": {"lake": {"kind": "embedded"}},
         "spark": {"master": master, "driver_memory": "2g"}
-        | ({"connect_timeout_seconds": 120} if master.startswith("sc://") else {}),
+        | ({"connect_timeout_seconds": 120, "connect_batch_codegen": batch_codegen}
+           if master.startswith("sc://") else {}),
         "status_workers": 1,
         "include": [f"lake.{NAMESPACE}.{prefix}_*"],
         "platform": {
@@ -319,10 +322,11 @@ def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[st
     with warm_connect_server(bench, size, log, warm_tables) as (url, server):
         files_before = open_files(server)
         name = (f"batch runs on a Spark Connect server ({args.connect_master}, up to {args.batch_size}, "
-                f"{args.batch_workers} at once, {args.connect_in_flight} run(s) in flight)")
+                f"{args.batch_workers} at once, {args.connect_in_flight} run(s) in flight"
+                + (", codegen kept)" if args.connect_batch_codegen else ")"))
         path = run_path(bench, name, prefix, tables, args.batch_size, args.timeout, master=url,
                         in_flight=args.connect_in_flight, workers=args.batch_workers, postgres=args.postgres,
-                        pgbouncer=args.pgbouncer)
+                        pgbouncer=args.pgbouncer, batch_codegen=args.connect_batch_codegen)
         files = f"server JVM open files {files_before} -> {open_files(server)}"
         base = build_spark_session(connect_settings(bench, url))
         try:
@@ -352,6 +356,8 @@ def main() -> None:
             p.add_argument("--connect-driver-memory", default="2g", help="the Connect server's heap"),
             p.add_argument("--connect-in-flight", type=int, default=2,
                            help="maintenance runs at once on the Connect path (others: 2)"),
+            p.add_argument("--connect-batch-codegen", action="store_true",
+                           help="spark.connect_batch_codegen on the Connect path"),
             p.add_argument("--connect-floor-sample", type=int, default=None,
                            help="small tables for the Connect floor (default: --small)"),
             p.add_argument("--timeout", type=float, default=3600, help="seconds per path before giving up"),
