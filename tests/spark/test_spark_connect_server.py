@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psutil
@@ -181,18 +181,30 @@ def test_a_batchs_sessions_run_without_generated_code_and_keep_every_version(
 ) -> None:
     """A Connect server runs each statement under a new class loader, so Spark compiles its generated
     code again every time: a batch's shared sessions (`batch_conf`) plan no whole-stage code and build
-    no generated expressions, while a table's session outside a batch keeps both; a compaction in the
-    batch keeps main, the branch and the tag as they were."""
+    no generated expressions, while a table's session outside a batch keeps both. Every action runs
+    interpreted in the batch (rewrites of deletes, data and manifests, expiry, an orphan listing) and
+    keeps main, the branch and the tag as they were."""
     settings = load_settings(home=tmp_path / "home", catalogs={"lake": {"kind": "embedded"}},
                              spark={"master": connect_server, "connect_timeout_seconds": 120})
     open_catalog("lake", settings).create_namespace_if_not_exists("interpreted")
     spark = build_spark_session(settings)
     try:
         key = spark_table_with_refs(spark, "interpreted", "t", 2)
+        spark.sql("ALTER TABLE lake.interpreted.t SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
+        for doomed in (1, 11):
+            spark.sql(f"DELETE FROM lake.interpreted.t WHERE id = {doomed}")
         before = contents_by_version(spark, key)
         sessions = TableSessions(lambda: spark)
         runner = MaintenanceRunner(None, "lake", sessions=sessions)
-        action = make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"})
+        now = datetime.now(UTC)
+        soon, days_ago = (now + timedelta(minutes=5)).isoformat(), (now - timedelta(days=3)).isoformat()
+        actions = [
+            make_action(MaintenanceAction.REWRITE_POSITION_DELETE_FILES, **{"rewrite-all": "true"}),
+            make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"}),
+            make_action(MaintenanceAction.REWRITE_MANIFESTS),
+            make_action(MaintenanceAction.EXPIRE_SNAPSHOTS, older_than=soon, retain_last="2"),
+            make_action(MaintenanceAction.REMOVE_ORPHAN_FILES, older_than=days_ago, dry_run="true"),
+        ]
 
         def plan(session: object) -> str:
             rows = statement_rows(session, session.sql(  # type: ignore[attr-defined]
@@ -203,14 +215,15 @@ def test_a_batchs_sessions_run_without_generated_code_and_keep_every_version(
             assert "*(1) " in plan(alone)  # a whole-stage code generation stage
             assert alone.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
         with sessions.shared(batch_conf(settings)):
-            [result] = runner.run(key, [action], now=datetime.now(UTC))
-            assert (result.status, result.error) == ("succeeded", None)
+            results = runner.run(key, actions, now=now)
+            assert [(r.action, r.status, r.error) for r in results] == [
+                (a.action, "succeeded", None) for a in actions]
             with sessions.session_for("lake", ()) as batch:
                 assert "*(" not in plan(batch) and "Filter" in plan(batch)
                 assert batch.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
         after = contents_by_version(spark, key)
-        assert kept_versions(before, after) and after["'main'"][0] == 30
-        assert spark.sql("SELECT count(*) FROM lake.interpreted.t.files").collect()[0][0] == 1
+        assert kept_versions(before, after) and after["'main'"][0] == 28 and after["'before'"][0] == 30
+        assert spark.sql("SELECT count(*) FROM lake.interpreted.t.data_files").collect()[0][0] == 1
     finally:
         spark.stop()
 
