@@ -42,8 +42,9 @@ the fixed overhead counts a batch run's seconds once per worker, and for context
 times that many plain sessions of the floor's process running the small tables' statements at once,
 on another copy. The *Connect floor* separates the server's own cost from the platform's: right after
 the Connect path, with the server still warm, `--batch-workers` Connect sessions with no Dagster and no
-icepack in between send the same statements at once (another copy, `--connect-floor-sample` small
-tables), so the Connect path against it is what the runs, the status reads and the events add. Every
+icepack in between, set as the path's batches are, send the same statements at once (another copy,
+`--connect-floor-sample` small tables), so the Connect path against it is what the runs, the status
+reads and the events add. Every
 table's contents (row count, order-independent checksum) are checked unchanged; the server JVM's open
 files are printed before and after the fleet.
 
@@ -88,7 +89,7 @@ from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP  # noqa: E402
 from icepack_dagster.spark.connect import command_rows  # noqa: E402
 from icepack_dagster.spark.connect_server import ConnectServerSize  # noqa: E402
-from icepack_dagster.spark.session import build_spark_session, is_connect_session  # noqa: E402
+from icepack_dagster.spark.session import batch_conf, build_spark_session, is_connect_session  # noqa: E402
 from tests.network import free_port  # noqa: E402
 from tests.tables_testkit import arrow_fingerprint  # noqa: E402
 
@@ -328,7 +329,11 @@ def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[st
                         in_flight=args.connect_in_flight, workers=args.batch_workers, postgres=args.postgres,
                         pgbouncer=args.pgbouncer, batch_codegen=args.connect_batch_codegen)
         files = f"server JVM open files {files_before} -> {open_files(server)}"
-        base = build_spark_session(connect_settings(bench, url))
+        settings = connect_settings(bench, url)
+        if not args.connect_batch_codegen:  # the Connect floor's sessions are set as the path's batches are
+            spark = settings.spark.model_copy(update={"conf": settings.spark.conf | batch_conf(settings)})
+            settings = settings.model_copy(update={"spark": spark})
+        base = build_spark_session(settings)
         try:
             floor_wall = run_floor_in_parallel(base, path, path.small[:len(floor_tables)], floor_tables,
                                                args.batch_workers)
