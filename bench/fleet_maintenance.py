@@ -89,7 +89,7 @@ from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP  # noqa: E402
 from icepack_dagster.spark.connect import command_rows  # noqa: E402
 from icepack_dagster.spark.connect_server import ConnectServerSize  # noqa: E402
-from icepack_dagster.spark.session import batch_conf, build_spark_session, is_connect_session  # noqa: E402
+from icepack_dagster.spark.session import build_spark_session, connect_batch_conf, is_connect_session  # noqa: E402
 from tests.network import free_port  # noqa: E402
 from tests.tables_testkit import arrow_fingerprint  # noqa: E402
 
@@ -331,7 +331,8 @@ def run_connect_path(bench: Bench, args: Any, prefix: str, tables: tuple[list[st
         files = f"server JVM open files {files_before} -> {open_files(server)}"
         settings = connect_settings(bench, url)
         if not args.connect_batch_codegen:  # the Connect floor's sessions are set as the path's batches are
-            spark = settings.spark.model_copy(update={"conf": settings.spark.conf | batch_conf(settings)})
+            conf = settings.spark.conf | connect_batch_conf(settings)
+            spark = settings.spark.model_copy(update={"conf": conf})
             settings = settings.model_copy(update={"spark": spark})
         base = build_spark_session(settings)
         try:

@@ -45,8 +45,8 @@ class SparkSettings(FrozenModel):
     connect_batch_codegen: bool = Field(
         default=False,
         description="Spark's code generation in the sessions of batch runs (the smallest tier's tables) on "
-        "an sc:// master. Off by default: a Spark Connect server compiles a statement's generated code "
-        "again for every statement, which costs a small table more than the compiled code saves",
+        "an sc:// master. Off by default: a Spark Connect server compiles generated code again and again "
+        "(each statement's on Spark 3.5), which costs a small table more than the compiled code saves",
     )
     connect_ui_url: str | None = Field(
         default=None,

@@ -87,14 +87,15 @@ def statement_rows(session: SparkSession, result: DataFrame) -> list[dict[str, A
     return [row.asDict() for row in result.collect()]
 
 
-# Spark Connect (3.5, and still 4.0 and 4.1) runs each statement under a class loader of its own, and
-# Spark keys its cache of compiled code by class loader: every statement compiles its generated code
-# again, 21-36 classes per small table where a plain session loads about one (bench/HISTORY.md,
-# 27 November 2026). Interpreted, a small table's statements compile nothing.
+# A Spark Connect server keeps compiling generated code a plain session compiles once. Spark 3.5 runs each
+# statement under a class loader of its own and keys its cache of compiled code by class loader, so
+# every statement compiles again: 21-36 classes loaded per small table, against about one in a plain
+# session. Spark 4.0 and 4.1 still compiled 718-740 times for 40 small tables, mostly in executor tasks
+# (bench/HISTORY.md, 27 November 2026, afternoon). Interpreted, the server loaded 2-5 classes per table.
 INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
-def batch_conf(settings: IcepackSettings) -> dict[str, str]:
+def connect_batch_conf(settings: IcepackSettings) -> dict[str, str]:
     """What the shared sessions of a batch run (small tables only) set over `runtime_conf`: on an `sc://`
     master, Spark's code generation off (`INTERPRETED_CONF`), unless `spark.connect_batch_codegen` keeps
     it or `spark.conf` sets the key itself. A classic session's cache works, so it keeps its codegen."""

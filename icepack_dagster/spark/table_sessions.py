@@ -6,7 +6,7 @@ multi-table CLI run) each thread keeps one session for table after table instead
 table the settings it overrode are put back to the session's own values. Both keep one table's SETs
 from the next: the only settings a table can SET are its allowlisted overrides
 (`domain/sql/spark_overrides.py`) and the constant `SESSION_SETUP`. A batch run's `shared()` also
-sets its small tables' settings (`batch_conf` in `spark/session.py`) in each session it shares; those
+sets its small tables' settings (`connect_batch_conf` in `spark/session.py`) in each session it shares; those
 are the session's own values the overrides are put back to.
 
 Why share: every new session opens its own catalog clients (a JDBC pool per catalog). A classic
@@ -28,6 +28,8 @@ from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP
+from icepack_dagster.exceptions import ConfigurationError
+from icepack_dagster.spark.failures import spark_error_message
 from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, spark_version
 from icepack_dagster.spark.session import is_connect_session
 
@@ -73,10 +75,15 @@ class TableSessions:
     @contextmanager
     def shared(self, conf: Mapping[str, str] | None = None) -> Iterator[None]:
         """Tables maintained inside share their thread's session, which sets `conf` when it is opened;
-        every shared session is closed on exit."""
+        every shared session is closed on exit. A `shared()` inside another shares the outer one's
+        sessions, so it may not ask for other settings."""
         with self._lock:
+            if self._sharing == 0:
+                self._shared_conf = dict(conf or {})
+            elif conf and dict(conf) != self._shared_conf:
+                raise ValueError(f"a nested shared() cannot change the shared sessions' settings "
+                                 f"{self._shared_conf} to {dict(conf)}")
             self._sharing += 1
-            self._shared_conf = dict(conf or {})
         try:
             yield
         finally:
@@ -150,9 +157,9 @@ class TableSessions:
         with self._lock:
             closed = kept is not None and kept not in self._kept  # an earlier shared() closed it
         if kept is None or closed:
-            kept = _Kept(self._fresh())
-            for key, value in self._shared_conf.items():
-                kept.session.conf.set(key, value)
+            with self._lock:
+                conf = self._shared_conf
+            kept = _Kept(_configured(self._fresh(), conf))
             self._local.kept = kept
             with self._lock:
                 self._kept.append(kept)
@@ -164,6 +171,21 @@ class TableSessions:
             if kept in self._kept:
                 self._kept.remove(kept)
         _close(kept.session, kept.catalogs)
+
+
+def _configured(session: SparkSession, conf: Mapping[str, str]) -> SparkSession:
+    """`session` with `conf` set (a batch's settings: `connect_batch_conf` in `spark/session.py`);
+    closed, and a `ConfigurationError` naming the setting, if Spark refuses one."""
+    for key, value in conf.items():
+        try:
+            session.conf.set(key, value)
+        except (PySparkException, Py4JError) as error:
+            _close(session, ())
+            raise ConfigurationError(
+                f"Spark refused the batch session setting {key}={value}: {spark_error_message(error)}; "
+                "spark.connect_batch_codegen=true leaves it out"
+            ) from None
+    return session
 
 
 def _restored(kept: _Kept, overrides: Collection[str]) -> bool:

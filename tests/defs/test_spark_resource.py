@@ -3,8 +3,10 @@
 and the tag); a real maintenance run's event log shows Spark's progress (jobs, stages, tasks done of
 total) and the Spark application id; and no secret of the settings (a REST catalog's client secret, the
 state database's password) appears in the resources' config as the code location's snapshot and the
-GraphQL API, and so the UI, show it. Spark's own warnings and errors reach the step's compute log
-(stderr) when the step starts the JVM, as every maintenance step does. Table contents never change."""
+GraphQL API, and so the UI, show it. A run sized onto a Spark Connect tier runs its batches without
+generated code unless the tier's settings say otherwise. Spark's own warnings and errors reach the
+step's compute log (stderr) when the step starts the JVM, as every maintenance step does. Table
+contents never change."""
 
 from __future__ import annotations
 
@@ -23,11 +25,12 @@ from dagster_pyspark import LazyPySparkResource
 from dagster_shared.serdes import serialize_value
 
 import icepack_dagster.definitions
-from icepack_dagster.config.settings import IcepackSettings
-from icepack_dagster.defs.resources import SparkResource
+from icepack_dagster.config.settings import IcepackSettings, load_settings
+from icepack_dagster.defs.resources import SparkResource, sized_settings
 from icepack_dagster.defs.run_tags import maintenance_tags
 from icepack_dagster.domain.sizing.run_sizing import SPARK_CONF_TAG
 from icepack_dagster.iceberg.catalogs import CatalogSet
+from icepack_dagster.spark.session import INTERPRETED_CONF, connect_batch_conf
 from tests import tiers
 from tests.defs.dagster_testkit import (
     apply_partition_requests,
@@ -93,6 +96,23 @@ def test_the_spark_resource_is_dagster_pysparks_and_sized_by_the_run(
     assert not broken.success
     failures = [str(event.event_specific_data) for event in broken.all_events if event.is_failure]
     assert any(f"table lake.a.broken: run tag {SPARK_CONF_TAG} is not JSON" in text for text in failures)
+
+
+def test_a_run_sized_onto_a_connect_tier_gets_the_batch_settings_unless_its_tier_sets_them() -> None:
+    """What a batch run's sessions set over the run's settings (`connect_batch_conf`) follows the run's
+    sizing tag: a tier on a Spark Connect server runs its batches interpreted, and a key the tier's
+    `spark_conf` sets keeps the tier's value; a local tier keeps code generation under any master."""
+    tag = {"spark.master": "sc://spark-connect:15002", "spark.driver.memory": "1g"}
+    local_settings = load_settings(spark={"master": "local[2]"})
+
+    def sized(settings: IcepackSettings, conf: dict[str, str]) -> IcepackSettings:
+        return sized_settings(settings, {SPARK_CONF_TAG: json.dumps(conf)}, "lake.a.sized")
+
+    assert connect_batch_conf(sized(local_settings, tag)) == INTERPRETED_CONF
+    own = tag | {"spark.sql.codegen.wholeStage": "true"}
+    assert connect_batch_conf(sized(local_settings, own)) == {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+    under_connect = load_settings(spark={"master": "sc://spark-connect:15002"})
+    assert connect_batch_conf(sized(under_connect, tag | {"spark.master": "local[2]"})) == {}
 
 
 @pytest.mark.spark

@@ -2,7 +2,7 @@
 catalogs, the time zone and `spark.sql.*` from `spark.conf`; never jars, SQL extensions, driver or
 master settings, which belong to the server. Resolving them needs no local jar. Secrets stay masked in
 `describe_spark_conf`. Settings a Connect session cannot take are refused at start-up, naming them.
-A batch run's sessions on a Connect server switch Spark's code generation off (`batch_conf`), unless
+A batch run's sessions on a Connect server switch Spark's code generation off (`connect_batch_conf`), unless
 `spark.connect_batch_codegen` keeps it or `spark.conf` sets the key itself; a classic batch keeps it."""
 
 from __future__ import annotations
@@ -13,7 +13,12 @@ import pytest
 
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.exceptions import ConfigurationError
-from icepack_dagster.spark.session import INTERPRETED_CONF, batch_conf, describe_spark_conf, spark_conf
+from icepack_dagster.spark.session import (
+    INTERPRETED_CONF,
+    connect_batch_conf,
+    describe_spark_conf,
+    spark_conf,
+)
 
 SERVER_SIDE = ("spark.master", "spark.app.name", "spark.jars", "spark.sql.extensions")
 
@@ -107,9 +112,9 @@ def test_a_connect_ui_url_needs_a_connect_master() -> None:
 
 
 def test_a_batch_on_a_connect_server_runs_interpreted_unless_told_otherwise(tmp_path: Path) -> None:
-    assert batch_conf(connect_settings(tmp_path)) == INTERPRETED_CONF == {
+    assert connect_batch_conf(connect_settings(tmp_path)) == INTERPRETED_CONF == {
         "spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-    assert batch_conf(connect_settings(tmp_path, connect_batch_codegen=True)) == {}
+    assert connect_batch_conf(connect_settings(tmp_path, connect_batch_codegen=True)) == {}
     own = connect_settings(tmp_path, conf={"spark.sql.codegen.wholeStage": "true"})
-    assert batch_conf(own) == {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}  # the configured key stands
-    assert batch_conf(load_settings(spark={"master": "local[2]"})) == {}  # a classic session's cache works
+    assert connect_batch_conf(own) == {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}  # the configured key
+    assert connect_batch_conf(load_settings(spark={"master": "local[2]"})) == {}  # a classic session's cache

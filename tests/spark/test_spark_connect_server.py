@@ -7,11 +7,13 @@ runtime, the catalogs' JDBC drivers and Iceberg's SQL extensions by the code beh
 client sends only runtime `spark.sql.*` settings (the catalog among them), in one request per
 session, and a refused one is named; a compaction through it must rewrite the files and keep the
 contents identical. A batch's sessions on it plan without generated code (the server would compile it
-again for every statement), while a table's own session keeps it.
+again for every statement), while a table's own session keeps it: seen in each session's plans, and in
+the SQL the server's own Spark UI lists for a real `maintenance_batch` run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -20,12 +22,18 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+from urllib.request import urlopen
 
+import dagster as dg
 import psutil
 import pytest
 from pyspark.errors import AnalysisException
 
 from icepack_dagster.config.settings import IcepackSettings, load_settings
+from icepack_dagster.definitions import build_definitions
+from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB, BATCH_TABLES_TAG, batch_run_config
+from icepack_dagster.defs.partitions import PARTITIONS_NAME, partition_key
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.exceptions import ConfigurationError, SparkConnectUnavailableError
@@ -34,7 +42,12 @@ from icepack_dagster.spark.connect import ConnectMaintenanceSession, command_row
 from icepack_dagster.spark.connect_server import ConnectServerSize, running_connect_server
 from icepack_dagster.spark.progress import reported_progress
 from icepack_dagster.spark.runner import MaintenanceRunner
-from icepack_dagster.spark.session import batch_conf, build_spark_session, is_connect_session, statement_rows
+from icepack_dagster.spark.session import (
+    build_spark_session,
+    connect_batch_conf,
+    is_connect_session,
+    statement_rows,
+)
 from icepack_dagster.spark.table_sessions import TableSessions
 from tests import tiers
 from tests.factories import make_action
@@ -45,7 +58,6 @@ from tests.tables_testkit import (
     arrow_fingerprint,
     contents_by_version,
     kept_versions,
-    spark_table_with_refs,
     table_fingerprint,
 )
 
@@ -180,17 +192,24 @@ def test_a_batchs_sessions_run_without_generated_code_and_keep_every_version(
     connect_server: str, tmp_path: Path
 ) -> None:
     """A Connect server runs each statement under a new class loader, so Spark compiles its generated
-    code again every time: a batch's shared sessions (`batch_conf`) plan no whole-stage code and build
+    code again every time: a batch's shared sessions (`connect_batch_conf`) plan no whole-stage code and build
     no generated expressions, while a table's session outside a batch keeps both. Every action runs
-    interpreted in the batch (rewrites of deletes, data and manifests, expiry, an orphan listing) and
-    keeps main, the branch and the tag as they were."""
+    interpreted in the batch, in the registry's order, and keeps main, the branch and the tag as they
+    were. (Expressions built without generated code are not observable from here: their setting is
+    read back.)"""
     settings = load_settings(home=tmp_path / "home", catalogs={"lake": {"kind": "embedded"}},
                              spark={"master": connect_server, "connect_timeout_seconds": 120})
     open_catalog("lake", settings).create_namespace_if_not_exists("interpreted")
     spark = build_spark_session(settings)
     try:
-        key = spark_table_with_refs(spark, "interpreted", "t", 2)
-        spark.sql("ALTER TABLE lake.interpreted.t SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
+        key = TableKey(catalog="lake", namespace=("interpreted",), name="t")
+        spark.sql("CREATE TABLE lake.interpreted.t (id BIGINT, part INT) USING iceberg PARTITIONED BY (part) "
+                  "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')")
+        for start in (0, 10, 20):
+            spark.sql(f"INSERT INTO lake.interpreted.t SELECT id, CAST(id % 2 AS INT) FROM "
+                      f"range({start}, {start + 10}, 1, 1)")
+        spark.sql("ALTER TABLE lake.interpreted.t CREATE TAG before")
+        spark.sql("ALTER TABLE lake.interpreted.t CREATE BRANCH audit")
         for doomed in (1, 11):
             spark.sql(f"DELETE FROM lake.interpreted.t WHERE id = {doomed}")
         before = contents_by_version(spark, key)
@@ -199,9 +218,11 @@ def test_a_batchs_sessions_run_without_generated_code_and_keep_every_version(
         now = datetime.now(UTC)
         soon, days_ago = (now + timedelta(minutes=5)).isoformat(), (now - timedelta(days=3)).isoformat()
         actions = [
-            make_action(MaintenanceAction.REWRITE_POSITION_DELETE_FILES, **{"rewrite-all": "true"}),
             make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"}),
+            make_action(MaintenanceAction.REWRITE_POSITION_DELETE_FILES, **{"rewrite-all": "true"}),
             make_action(MaintenanceAction.REWRITE_MANIFESTS),
+            make_action(MaintenanceAction.COMPUTE_TABLE_STATS),
+            make_action(MaintenanceAction.COMPUTE_PARTITION_STATS),
             make_action(MaintenanceAction.EXPIRE_SNAPSHOTS, older_than=soon, retain_last="2"),
             make_action(MaintenanceAction.REMOVE_ORPHAN_FILES, older_than=days_ago, dry_run="true"),
         ]
@@ -214,7 +235,7 @@ def test_a_batchs_sessions_run_without_generated_code_and_keep_every_version(
         with sessions.session_for("lake", ()) as alone:
             assert "*(1) " in plan(alone)  # a whole-stage code generation stage
             assert alone.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
-        with sessions.shared(batch_conf(settings)):
+        with sessions.shared(connect_batch_conf(settings)):
             results = runner.run(key, actions, now=now)
             assert [(r.action, r.status, r.error) for r in results] == [
                 (a.action, "succeeded", None) for a in actions]
@@ -223,7 +244,71 @@ def test_a_batchs_sessions_run_without_generated_code_and_keep_every_version(
                 assert batch.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
         after = contents_by_version(spark, key)
         assert kept_versions(before, after) and after["'main'"][0] == 28 and after["'before'"][0] == 30
-        assert spark.sql("SELECT count(*) FROM lake.interpreted.t.data_files").collect()[0][0] == 1
+        assert spark.sql("SELECT count(*) FROM lake.interpreted.t.data_files").collect()[0][0] == 2  # 2 parts
+    finally:
+        spark.stop()
+
+
+def _sql_since(ui_url: str, after: int) -> list[dict[str, Any]]:
+    """The SQL executions the server's Spark UI lists (its REST API) with an id above `after`, once
+    every one has ended."""
+    def ended() -> list[dict[str, Any]] | None:
+        with urlopen(f"{ui_url}/api/v1/applications", timeout=10) as answer:
+            application = json.load(answer)[0]["id"]
+        address = f"{ui_url}/api/v1/applications/{application}/sql?details=true&offset=0&length=100000"
+        with urlopen(address, timeout=10) as answer:
+            executions = [e for e in json.load(answer) if int(e["id"]) > after]
+        return executions if executions and all(e["status"] != "RUNNING" for e in executions) else None
+
+    return wait_until(ended, "the server's Spark UI to list the SQL that ran", timeout=60)
+
+
+def _generated(execution: dict[str, Any]) -> bool:
+    return any(node["nodeName"].startswith("WholeStageCodegen") for node in execution["nodes"])
+
+
+def test_a_batch_run_on_a_connect_server_runs_its_tables_without_generated_code(
+    connect_server: str, server_size: ConnectServerSize, tmp_path: Path
+) -> None:
+    """The real `maintenance_batch` job (in process, on a test instance) compacts a table on the server:
+    none of the SQL the server ran for it has a whole-stage generated stage in the server's own Spark
+    UI, while the same compaction of a twin table in a one-table session has one; both keep their
+    contents."""
+    ui_url = f"http://127.0.0.1:{server_size.ui_port}"
+    settings = load_settings(home=tmp_path / "home", catalogs={"lake": {"kind": "embedded"}},
+                             spark={"master": connect_server, "connect_timeout_seconds": 120},
+                             platform={"maintenance_batch_size": 5})
+    open_catalog("lake", settings).create_namespace_if_not_exists("batched")
+    spark = build_spark_session(settings)
+    keys = [TableKey(catalog="lake", namespace=("batched",), name=name) for name in ("alone", "in_batch")]
+    try:
+        for key in keys:
+            spark.sql(f"CREATE TABLE lake.batched.{key.name} (id BIGINT, name STRING) USING iceberg")
+            for start in range(0, 80, 10):
+                spark.sql(f"INSERT INTO lake.batched.{key.name} SELECT id, concat('e-', id) "
+                          f"FROM range({start}, {start + 10}, 1, 1)")
+        before = {key: table_fingerprint(spark, f"lake.batched.{key.name}") for key in keys}
+        marker = max([int(e["id"]) for e in _sql_since(ui_url, -1)])
+
+        action = make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"})
+        [alone] = MaintenanceRunner(spark, "lake").run(keys[0], [action], now=datetime.now(UTC))
+        assert (alone.status, alone.error) == ("succeeded", None)
+        one_table = _sql_since(ui_url, marker)
+        assert any(_generated(e) for e in one_table), [e["description"] for e in one_table]
+
+        partition = partition_key(keys[1])
+        with dg.instance_for_test() as instance:
+            instance.add_dynamic_partitions(PARTITIONS_NAME, [partition])
+            result = build_definitions(settings).resolve_job_def(BATCH_JOB).execute_in_process(
+                instance=instance, run_config=batch_run_config([partition]),
+                tags={BATCH_TABLES_TAG: json.dumps([partition])}, raise_on_error=False)
+            assert result.success
+        batch = _sql_since(ui_url, max(int(e["id"]) for e in one_table))
+        generated = [e["description"] for e in batch if _generated(e)]
+        assert batch and not generated, generated
+        for key in keys:
+            assert table_fingerprint(spark, f"lake.batched.{key.name}") == before[key]
+            assert spark.sql(f"SELECT count(*) FROM lake.batched.{key.name}.files").collect()[0][0] == 1
     finally:
         spark.stop()
 

@@ -9,7 +9,10 @@ no JDBC connection to a PostgreSQL catalog stays open. Real tables keep their co
 Threads asking for their first session at once look the process's Spark session up one at a time
 (the first starts it: never two applications), and Spark is started only for a table that needs it:
 tables with nothing to do, maintained by two threads inside `shared()` as a batch run does, never ask.
-A shared session asks its Spark's Iceberg runtime once for all its tables; a fresh session asks."""
+A shared session asks its Spark's Iceberg runtime once for all its tables; a fresh session asks.
+Settings given to `shared()` (a batch's) are in every session it shares, on every thread and after a
+failure, and in no session outside it; a `shared()` nested in it cannot change them, and a setting
+Spark refuses is named."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
+from icepack_dagster.exceptions import ConfigurationError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.spark.iceberg_runtime import RUNTIME_PROBE
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_SPARK_RUNTIME
@@ -72,6 +76,34 @@ def test_a_thread_keeps_its_session_and_each_table_leaves_it_as_found(spark: Spa
     with sessions.shared(), sessions.session_for("lake", ()) as next_run:
         assert next_run is not after_discard  # closed when the last shared() ended: never handed out again
         assert next_run.sql("SELECT 1").collect()[0][0] == 1
+
+
+def test_settings_given_to_shared_reach_every_session_it_shares_and_no_other(spark: SparkSession) -> None:
+    sessions = TableSessions(lambda: spark)
+    wholestage = "spark.sql.codegen.wholeStage"
+    with sessions.shared({wholestage: "false"}):
+        with sessions.session_for("lake", [SHUFFLE]) as first:
+            assert first.conf.get(wholestage) == "false"
+        seen: list[str] = []
+        thread = threading.Thread(target=lambda: seen.append(_session_of(sessions).conf.get(wholestage)))
+        thread.start()
+        thread.join()
+        assert seen == ["false"]  # another thread's session too
+        with sessions.session_for("lake", ()) as failed:
+            sessions.discard()
+        with sessions.session_for("lake", ()) as reopened:
+            assert reopened is not failed and reopened.conf.get(wholestage) == "false"
+        with pytest.raises(ValueError, match="nested shared"), sessions.shared({wholestage: "true"}):
+            pass
+        with sessions.shared(), sessions.session_for("lake", ()) as nested:
+            assert nested is reopened  # a nested shared() without settings shares the outer's
+    with sessions.session_for("lake", ()) as alone:
+        assert alone.conf.get(wholestage) == "true"  # Spark's default: outside shared(), no batch setting
+    with sessions.shared(), sessions.session_for("lake", ()) as next_run:
+        assert next_run.conf.get(wholestage) == "true"
+    with pytest.raises(ConfigurationError, match=r"batch session setting spark\.sql\.catalogImplementation"):
+        with sessions.shared({"spark.sql.catalogImplementation": "hive"}), sessions.session_for("lake", ()):
+            pass  # a static setting: Spark refuses it in a running session
 
 
 class VersionRecordingSpark(RecordingSpark):

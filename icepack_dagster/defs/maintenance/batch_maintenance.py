@@ -2,7 +2,7 @@
 on each of `maintenance_batch_workers` threads (two tables at once keep a 2-core Spark busy while a
 table's own bookkeeping runs). Each thread keeps one Spark session for its tables, with each table's
 overrides undone after it (`spark/table_sessions.py`); on a Spark Connect server those sessions run
-without generated code, which such a server compiles again for every statement (`batch_conf`).
+without generated code, which such a server compiles again for every statement (`connect_batch_conf`).
 
 Each table is handled as its own maintenance run would handle it: a `maintenance_recommendation`
 materialization says what the table gets and why (the recommendation its maintenance then runs), the
@@ -42,7 +42,7 @@ from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation
 from icepack_dagster.engine import Engine, JudgedMaintenance
 from icepack_dagster.exceptions import IcepackError
-from icepack_dagster.spark.session import batch_conf
+from icepack_dagster.spark.session import connect_batch_conf
 
 # outcomes after which the table is measured again
 _CHANGED = ("succeeded", "no_effect", "failed", "conflict", "violated")
@@ -69,7 +69,7 @@ def maintain_batch(
             return NOT_A_PARTITION, None
         return maintain_one(context, engine, names, partition)
 
-    with engine.table_sessions.shared(batch_conf(spark.run_settings)):
+    with engine.table_sessions.shared(connect_batch_conf(spark.run_settings)):
         if workers > 1:  # Spark starts with the first table that needs it (never if none does)
             with ThreadPoolExecutor(workers, thread_name_prefix="icepack-batch") as pool:
                 outcomes = dict(zip(tables, pool.map(one, tables), strict=True))
