@@ -19,7 +19,8 @@ class IcepackError(Exception):
 
 
 class ConfigurationError(IcepackError):
-    """A setting is missing, half-configured or invalid; raised at start-up, naming the field."""
+    """A setting is missing, half-configured or invalid; raised at start-up, or when a Spark session
+    first applies it, naming the field."""
 
 
 class MissingComponentError(IcepackError):

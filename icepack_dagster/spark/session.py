@@ -91,7 +91,8 @@ def statement_rows(session: SparkSession, result: DataFrame) -> list[dict[str, A
 # statement under a class loader of its own and keys its cache of compiled code by class loader, so
 # every statement compiles again: 21-36 classes loaded per small table, against about one in a plain
 # session. Spark 4.0 and 4.1 still compiled 718-740 times for 40 small tables, mostly in executor tasks
-# (bench/HISTORY.md, 27 November 2026, afternoon). Interpreted, the server loaded 2-5 classes per table.
+# (bench/HISTORY.md, 27 November 2026, afternoon). With the whole server interpreted (a scratch
+# measure) it loaded 2-5 classes per table.
 INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 

@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from py4j.protocol import Py4JError
-from pyspark.errors import PySparkException
+from pyspark.errors import AnalysisException, PySparkException
 
 from icepack_dagster.domain.sql.procedures import SESSION_SETUP
-from icepack_dagster.exceptions import ConfigurationError
+from icepack_dagster.exceptions import ConfigurationError, InternalError
 from icepack_dagster.spark.failures import spark_error_message
 from icepack_dagster.spark.iceberg_runtime import iceberg_runtime, spark_version
 from icepack_dagster.spark.session import is_connect_session
@@ -81,8 +81,8 @@ class TableSessions:
             if self._sharing == 0:
                 self._shared_conf = dict(conf or {})
             elif conf and dict(conf) != self._shared_conf:
-                raise ValueError(f"a nested shared() cannot change the shared sessions' settings "
-                                 f"{self._shared_conf} to {dict(conf)}")
+                raise InternalError(f"a nested shared() cannot change the shared sessions' settings "
+                                    f"{self._shared_conf} to {dict(conf)}")
             self._sharing += 1
         try:
             yield
@@ -174,17 +174,21 @@ class TableSessions:
 
 
 def _configured(session: SparkSession, conf: Mapping[str, str]) -> SparkSession:
-    """`session` with `conf` set (a batch's settings: `connect_batch_conf` in `spark/session.py`);
-    closed, and a `ConfigurationError` naming the setting, if Spark refuses one."""
-    for key, value in conf.items():
-        try:
+    """`session` with `conf` set (a batch's settings: `connect_batch_conf` in `spark/session.py`). On
+    any error the session is closed; a setting Spark refuses is a `ConfigurationError` naming it."""
+    key = ""
+    try:
+        for key, value in conf.items():
             session.conf.set(key, value)
-        except (PySparkException, Py4JError) as error:
-            _close(session, ())
-            raise ConfigurationError(
-                f"Spark refused the batch session setting {key}={value}: {spark_error_message(error)}; "
-                "spark.connect_batch_codegen=true leaves it out"
-            ) from None
+    except AnalysisException as error:
+        _close(session, ())
+        raise ConfigurationError(
+            f"Spark refused the batch session setting {key}={conf[key]}: {spark_error_message(error)}; "
+            "spark.connect_batch_codegen=true leaves it out"
+        ) from None
+    except BaseException:
+        _close(session, ())
+        raise
     return session
 
 

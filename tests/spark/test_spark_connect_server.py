@@ -32,7 +32,14 @@ from pyspark.errors import AnalysisException
 
 from icepack_dagster.config.settings import IcepackSettings, load_settings
 from icepack_dagster.definitions import build_definitions
-from icepack_dagster.defs.maintenance.batch_job import BATCH_JOB, BATCH_TABLES_TAG, batch_run_config
+from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
+from icepack_dagster.defs.maintenance.batch_job import (
+    BATCH_JOB,
+    BATCH_TABLES_TAG,
+    MAINTAIN_TABLES_OP,
+    batch_run_config,
+)
+from icepack_dagster.defs.materialization_codec import OUTCOME
 from icepack_dagster.defs.partitions import PARTITIONS_NAME, partition_key
 from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.table.key import TableKey
@@ -249,22 +256,38 @@ def test_a_batchs_sessions_run_without_generated_code_and_keep_every_version(
         spark.stop()
 
 
-def _sql_since(ui_url: str, after: int) -> list[dict[str, Any]]:
-    """The SQL executions the server's Spark UI lists (its REST API) with an id above `after`, once
-    every one has ended."""
-    def ended() -> list[dict[str, Any]] | None:
+def _sql_until_marker(spark: Any, ui_url: str, after: int, phase: str) -> tuple[list[dict[str, Any]], int]:
+    """The SQL executions the server's Spark UI lists (its REST API) with an id above `after` and below a
+    marker statement this test's session sends now, and the marker's id. The UI's listener lists
+    executions in the order they start, so once the marker is listed every execution before it is."""
+    marker = f"icepack-marker-{phase}"
+    spark.sql(f"SELECT '{marker}' AS marker FROM range(1)").collect()
+
+    def listed() -> tuple[list[dict[str, Any]], int] | None:
         with urlopen(f"{ui_url}/api/v1/applications", timeout=10) as answer:
             application = json.load(answer)[0]["id"]
-        address = f"{ui_url}/api/v1/applications/{application}/sql?details=true&offset=0&length=100000"
+        address = (f"{ui_url}/api/v1/applications/{application}/sql"
+                   "?details=true&planDescription=true&offset=0&length=100000")
         with urlopen(address, timeout=10) as answer:
-            executions = [e for e in json.load(answer) if int(e["id"]) > after]
-        return executions if executions and all(e["status"] != "RUNNING" for e in executions) else None
+            executions = json.load(answer)
+        ends = [int(e["id"]) for e in executions if marker in e.get("planDescription", "")]
+        if not ends:
+            return None
+        between = [e for e in executions if after < int(e["id"]) < ends[0]]
+        return None if any(e["status"] == "RUNNING" for e in between) else (between, ends[0])
 
-    return wait_until(ended, "the server's Spark UI to list the SQL that ran", timeout=60)
+    return wait_until(listed, f"the server's Spark UI to list the SQL up to {marker}", timeout=60)
 
 
 def _generated(execution: dict[str, Any]) -> bool:
     return any(node["nodeName"].startswith("WholeStageCodegen") for node in execution["nodes"])
+
+
+def _rewrites_of(executions: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
+    """The executions Iceberg's `rewrite_data_files` ran to rewrite `table`'s files (its job
+    description: "Rewriting N files (BIN-PACK, ...) in <table>")."""
+    return [e for e in executions if e["description"].startswith("Rewriting ") and
+            e["description"].endswith(f" in {table}")]
 
 
 def test_a_batch_run_on_a_connect_server_runs_its_tables_without_generated_code(
@@ -288,13 +311,14 @@ def test_a_batch_run_on_a_connect_server_runs_its_tables_without_generated_code(
                 spark.sql(f"INSERT INTO lake.batched.{key.name} SELECT id, concat('e-', id) "
                           f"FROM range({start}, {start + 10}, 1, 1)")
         before = {key: table_fingerprint(spark, f"lake.batched.{key.name}") for key in keys}
-        marker = max([int(e["id"]) for e in _sql_since(ui_url, -1)])
+        _, started = _sql_until_marker(spark, ui_url, -1, "start")
 
         action = make_action(MaintenanceAction.REWRITE_DATA_FILES, **{"min-input-files": "2"})
         [alone] = MaintenanceRunner(spark, "lake").run(keys[0], [action], now=datetime.now(UTC))
         assert (alone.status, alone.error) == ("succeeded", None)
-        one_table = _sql_since(ui_url, marker)
-        assert any(_generated(e) for e in one_table), [e["description"] for e in one_table]
+        one_table, ended = _sql_until_marker(spark, ui_url, started, "one-table")
+        rewrites = _rewrites_of(one_table, "lake.batched.alone")
+        assert rewrites and all(_generated(e) for e in rewrites), [e["description"] for e in one_table]
 
         partition = partition_key(keys[1])
         with dg.instance_for_test() as instance:
@@ -302,10 +326,12 @@ def test_a_batch_run_on_a_connect_server_runs_its_tables_without_generated_code(
             result = build_definitions(settings).resolve_job_def(BATCH_JOB).execute_in_process(
                 instance=instance, run_config=batch_run_config([partition]),
                 tags={BATCH_TABLES_TAG: json.dumps([partition])}, raise_on_error=False)
-            assert result.success
-        batch = _sql_since(ui_url, max(int(e["id"]) for e in one_table))
+        [maintained] = [e for e in result.asset_materializations_for_node(MAINTAIN_TABLES_OP)
+                        if e.asset_key == DEFAULT_NAMES.maintained_table]
+        assert maintained.metadata[OUTCOME].value == "succeeded"
+        batch, _ = _sql_until_marker(spark, ui_url, ended, "batch")
         generated = [e["description"] for e in batch if _generated(e)]
-        assert batch and not generated, generated
+        assert _rewrites_of(batch, "lake.batched.in_batch") and not generated, generated
         for key in keys:
             assert table_fingerprint(spark, f"lake.batched.{key.name}") == before[key]
             assert spark.sql(f"SELECT count(*) FROM lake.batched.{key.name}.files").collect()[0][0] == 1

@@ -29,7 +29,7 @@ from icepack_dagster.domain.actions.maintenance_action import MaintenanceAction
 from icepack_dagster.domain.sql.procedures import qualified_table
 from icepack_dagster.domain.table.key import TableKey
 from icepack_dagster.engine import Engine
-from icepack_dagster.exceptions import ConfigurationError
+from icepack_dagster.exceptions import ConfigurationError, InternalError
 from icepack_dagster.iceberg.catalogs import CatalogSet
 from icepack_dagster.spark.iceberg_runtime import RUNTIME_PROBE
 from icepack_dagster.spark.jvm_artifacts import ICEBERG_SPARK_RUNTIME
@@ -93,7 +93,7 @@ def test_settings_given_to_shared_reach_every_session_it_shares_and_no_other(spa
             sessions.discard()
         with sessions.session_for("lake", ()) as reopened:
             assert reopened is not failed and reopened.conf.get(wholestage) == "false"
-        with pytest.raises(ValueError, match="nested shared"), sessions.shared({wholestage: "true"}):
+        with pytest.raises(InternalError, match="nested shared"), sessions.shared({wholestage: "true"}):
             pass
         with sessions.shared(), sessions.session_for("lake", ()) as nested:
             assert nested is reopened  # a nested shared() without settings shares the outer's

@@ -11,7 +11,8 @@ runs the actions and records the outcome in the table's history, where quarantin
 Each table gets its own `maintained_table` event: a materialization when maintenance ran (or had
 nothing to do, or found the table gone or held), an observation with the error when it failed, so a
 failed table is never shown as maintained. A failure is the table's alone: the run goes on with the
-next table and ends successfully; the tables already maintained keep their commits. Last, the run
+next table and ends successfully; the tables already maintained keep their commits. A setting Spark
+refuses is the deployment's: the run fails naming it, and no table's history counts it. Last, the run
 re-measures the tables it changed and records their status and health, as the post-maintenance sync
 does for a one-table run, without another run; then each table's `healthy_after_maintenance` check
 judges that health, as a one-table run's does (a failed table's check fails, judging its latest
@@ -41,7 +42,7 @@ from icepack_dagster.domain.clock import utc_now
 from icepack_dagster.domain.outcomes.maintenance_report import MaintenanceReport
 from icepack_dagster.domain.recommendation.model import Recommendation
 from icepack_dagster.engine import Engine, JudgedMaintenance
-from icepack_dagster.exceptions import IcepackError
+from icepack_dagster.exceptions import ConfigurationError, IcepackError
 from icepack_dagster.spark.session import connect_batch_conf
 
 # outcomes after which the table is measured again
@@ -97,6 +98,8 @@ def maintain_one(
         judged = engine.maintain_and_judge(
             key, recommendation=recommendation, on_progress=context.log.info, remeasure=False
         )
+    except ConfigurationError:  # the deployment's (a setting Spark refuses), not the table's: the run fails
+        raise
     except IcepackError as error:  # anything the engine did not record itself is recorded here
         report = MaintenanceReport(
             table=key.text, started_at=started, finished_at=utc_now(), interrupted=str(error)

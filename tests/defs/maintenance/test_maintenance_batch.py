@@ -8,7 +8,7 @@ compacted with contents unchanged (main and a tag), materialized, and re-measure
 The run itself succeeds; since it recorded its tables' health, no post-maintenance health sync follows
 it, and the fleet summary's automation condition asks for a refresh directly. A table of a larger tier
 keeps a run of its own, and the tables of a batch in flight wait while the batch counts as one run in
-flight.
+flight. A session setting of the batch that Spark refuses fails the run, and no table is charged.
 
 Each table of a batch is accounted for as a one-table run accounts for it (issue 15): a
 `maintenance_recommendation` materialization with the metadata a one-table run writes, and a
@@ -32,6 +32,7 @@ from icepack_dagster.config.platform import PlatformSettings
 from icepack_dagster.config.settings import IcepackSettings
 from icepack_dagster.definitions import build_definitions
 from icepack_dagster.defs.asset_keys import DEFAULT_NAMES
+from icepack_dagster.defs.maintenance import batch_maintenance
 from icepack_dagster.defs.maintenance.batch_job import (
     BATCH_JOB,
     BATCH_TABLES_TAG,
@@ -189,6 +190,41 @@ def test_a_batch_run_maintains_each_table_and_a_failure_stays_with_its_table(
     again = evaluate_sensor(defs, "maintenance_sensor", instance, cursor=decided.cursor)
     launched = [t for r in again.run_requests or [] for t in batch_tables(r.tags) or [r.partition_key]]
     assert not set(launched) & set(healthy), "maintained tables are not launched again"
+
+
+def test_a_batch_whose_session_setting_spark_refuses_fails_and_charges_no_table(
+    scoped_settings: IcepackSettings,
+    instance: dg.DagsterInstance,
+    catalogs: CatalogSet,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch's session settings (`connect_batch_conf`: on a Spark Connect server, code generation off)
+    are the deployment's, not a table's: when Spark refuses one, the run fails naming it and no table's
+    history counts a failure, so quarantine never follows. Here the batch is given a setting this
+    local Spark really refuses (a static one), since a real Spark accepts the Connect settings."""
+    defs = _batching(scoped_settings)
+    lake = catalogs.get("lake")
+    for name in ("a", "b"):
+        small_file_table(lake, f"{namespace}.{name}", appends=10)
+    partitions = discover(defs, instance)
+    assert run_health_sync(defs, instance, partitions).success
+    before = {p: arrow_fingerprint(lake.load_table(p.split(".", 1)[1])) for p in partitions}
+    refused = {"spark.sql.catalogImplementation": "hive"}
+    monkeypatch.setattr(batch_maintenance, "connect_batch_conf", lambda settings: refused)
+    (request,) = evaluate_sensor(defs, "maintenance_sensor", instance).run_requests
+    assert request.job_name == BATCH_JOB
+
+    result = execute_run_request(defs, instance, request, BATCH_JOB)
+
+    assert not result.success
+    failures = [str(event.event_specific_data) for event in result.all_events if event.is_failure]
+    assert any("batch session setting spark.sql.catalogImplementation=hive" in text for text in failures)
+    engine = Engine(scoped_settings)
+    for partition in partitions:
+        history = engine.history(table_key(partition))
+        assert history.consecutive_failures == 0 and not history.last_error, partition
+        assert arrow_fingerprint(lake.load_table(partition.split(".", 1)[1])) == before[partition]
 
 
 def test_a_table_above_the_smallest_tier_keeps_its_own_run(
