@@ -44,9 +44,8 @@ on another copy. The *Connect floor* separates the server's own cost from the pl
 the Connect path, with the server still warm, `--batch-workers` Connect sessions with no Dagster and no
 icepack in between, set as the path's batches are, send the same statements at once (another copy,
 `--connect-floor-sample` small tables), so the Connect path against it is what the runs, the status
-reads and the events add. Every
-table's contents (row count, order-independent checksum) are checked unchanged; the server JVM's open
-files are printed before and after the fleet.
+reads and the events add. Every table's contents (row count, order-independent checksum) are checked
+unchanged; the server JVM's open files are printed before and after the fleet.
 
     .venv/bin/python bench/fleet_maintenance.py [--small N] [--large N] [--batch-size N] [--batch-workers N]
         [--per-table-sample N] [--local-batch-sample N] [--warm-up N] [--connect-in-flight N]

@@ -6,8 +6,8 @@ multi-table CLI run) each thread keeps one session for table after table instead
 table the settings it overrode are put back to the session's own values. Both keep one table's SETs
 from the next: the only settings a table can SET are its allowlisted overrides
 (`domain/sql/spark_overrides.py`) and the constant `SESSION_SETUP`. A batch run's `shared()` also
-sets its small tables' settings (`connect_batch_conf` in `spark/session.py`) in each session it shares; those
-are the session's own values the overrides are put back to.
+sets its small tables' settings (`connect_batch_conf` in `spark/session.py`) in each session it
+shares; those are the session's own values the overrides are put back to.
 
 Why share: every new session opens its own catalog clients (a JDBC pool per catalog). A classic
 session's are closed here; a Spark Connect server's cannot be from the client, and the server keeps
@@ -156,9 +156,8 @@ class TableSessions:
         kept: _Kept | None = getattr(self._local, "kept", None)
         with self._lock:
             closed = kept is not None and kept not in self._kept  # an earlier shared() closed it
+            conf = self._shared_conf
         if kept is None or closed:
-            with self._lock:
-                conf = self._shared_conf
             kept = _Kept(_configured(self._fresh(), conf))
             self._local.kept = kept
             with self._lock:

@@ -199,8 +199,8 @@ def test_a_batchs_sessions_run_without_generated_code_and_keep_every_version(
     connect_server: str, tmp_path: Path
 ) -> None:
     """A Connect server runs each statement under a new class loader, so Spark compiles its generated
-    code again every time: a batch's shared sessions (`connect_batch_conf`) plan no whole-stage code and build
-    no generated expressions, while a table's session outside a batch keeps both. Every action runs
+    code again every time: a batch's shared sessions (`connect_batch_conf`) plan no whole-stage code
+    and build no generated expressions, while a table's session outside a batch keeps both. Every action runs
     interpreted in the batch, in the registry's order, and keeps main, the branch and the tag as they
     were. (Expressions built without generated code are not observable from here: their setting is
     read back.)"""
